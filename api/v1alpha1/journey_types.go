@@ -1,0 +1,426 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// JourneySpec declares the pathways of a journey, the agents they may use, and the
+// global transitions between them.
+// +kubebuilder:validation:XValidation:rule="self.pathways.exists(p, p.name == self.entryPathway)",message="entryPathway must name one of spec.pathways"
+// +kubebuilder:validation:XValidation:rule="!has(self.transitions) || self.transitions.all(t, t.to == '*' || self.pathways.exists(p, p.name == t.to))",message="every transition's to must name one of spec.pathways"
+// +kubebuilder:validation:XValidation:rule="!has(self.transitions) || self.transitions.all(t, t.from == '*' || self.pathways.exists(p, p.name == t.from))",message="every transition's from must be \"*\" or name one of spec.pathways"
+// +kubebuilder:validation:XValidation:rule="!has(self.escalationPathway) || self.pathways.exists(p, p.name == self.escalationPathway)",message="escalationPathway must name one of spec.pathways"
+// +kubebuilder:validation:XValidation:rule="!has(self.intentDetection) || (has(self.agents) && self.agents.exists(a, a.name == self.intentDetection.agent))",message="intentDetection.agent must name one of spec.agents"
+type JourneySpec struct {
+	// entryPathway is the local name of the pathway a new Session starts in.
+	// +required
+	EntryPathway Name `json:"entryPathway"`
+
+	// pathways maps local names to Pathway objects in the same namespace.
+	// +required
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	Pathways []PathwayEntry `json:"pathways"`
+
+	// agents are the named agents ("capabilities") that pathways, decisions and intent
+	// detection refer to. A name no agent declares falls back to the builtin provider.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Agents []AgentSpec `json:"agents,omitempty"`
+
+	// transitions are global rules evaluated on every message, highest priority first,
+	// ties broken by declaration order (seed 000 __transitions__).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Transitions []GlobalTransition `json:"transitions,omitempty"`
+
+	// intentDetection configures the LLM classifier used by intent triggers with
+	// llmFallback when no pattern matched.
+	// +optional
+	IntentDetection *IntentDetection `json:"intentDetection,omitempty"`
+
+	// escalationPathway is where a Session goes when a decision's confidence is below
+	// requireApproval. Without it the Session's phase becomes Escalated.
+	// +optional
+	EscalationPathway Name `json:"escalationPathway,omitempty"`
+
+	// limits caps what one Session may consume.
+	// +optional
+	Limits Limits `json:"limits,omitzero"`
+
+	// loopPrevention blocks a Session that keeps repeating the same cycle of pathways.
+	// +optional
+	LoopPrevention LoopPrevention `json:"loopPrevention,omitzero"`
+
+	// errorRecovery says what a recoverable failure (a refused detour, a pathway error)
+	// does: Graceful records it and stays; FailFast fails the Session.
+	// +optional
+	// +kubebuilder:default=Graceful
+	ErrorRecovery ErrorRecovery `json:"errorRecovery,omitempty"`
+}
+
+// ErrorRecovery is the journey's policy for recoverable failures.
+// +kubebuilder:validation:Enum=Graceful;FailFast
+type ErrorRecovery string
+
+const (
+	ErrorRecoveryGraceful ErrorRecovery = "Graceful"
+	ErrorRecoveryFailFast ErrorRecovery = "FailFast"
+)
+
+// PathwayEntry gives a Pathway object a local name in the journey.
+type PathwayEntry struct {
+	// name is the pathway's local name, used by transitions and Session status.
+	// +required
+	Name Name `json:"name"`
+	// pathwayRef is the name of the Pathway object in the Journey's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	PathwayRef string `json:"pathwayRef"`
+}
+
+// Provider selects how an agent answers.
+// +kubebuilder:validation:Enum=builtin;openai
+type Provider string
+
+const (
+	// ProviderBuiltin answers offline and deterministically from the Pathway's builtin
+	// section, decision rules and intent patterns. No API key needed.
+	ProviderBuiltin Provider = "builtin"
+	// ProviderOpenAI calls any OpenAI-compatible chat completions endpoint.
+	ProviderOpenAI Provider = "openai"
+)
+
+// AgentSpec declares a named agent.
+// +kubebuilder:validation:XValidation:rule="self.provider == 'openai' || (!has(self.model) && !has(self.baseURL) && !has(self.apiKeySecretRef) && !has(self.temperature) && !has(self.pricing))",message="model, baseURL, apiKeySecretRef, temperature and pricing are only valid with provider openai"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'openai' || has(self.model)",message="model is required with provider openai"
+// +kubebuilder:validation:XValidation:rule="self.provider == 'builtin' || !has(self.builtin)",message="builtin is only valid with provider builtin"
+type AgentSpec struct {
+	// name is the agent's name, referenced by pathways, decisions and intentDetection.
+	// +required
+	Name Name `json:"name"`
+
+	// provider is builtin (offline, deterministic; the default) or openai (any
+	// OpenAI-compatible endpoint: OpenAI, vLLM, Ollama, LocalAI).
+	// +optional
+	// +kubebuilder:default=builtin
+	Provider Provider `json:"provider,omitempty"`
+
+	// model is the model name sent to the endpoint, for example gpt-4o-mini.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Model string `json:"model,omitempty"`
+
+	// baseURL is the endpoint's base URL, for example http://ollama.default:11434/v1.
+	// Empty means the OpenAI API.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && (url(self).getScheme() == 'http' || url(self).getScheme() == 'https')",message="baseURL must be an http or https URL"
+	BaseURL string `json:"baseURL,omitempty"`
+
+	// apiKeySecretRef names the Secret key holding the API key, in the Session's namespace.
+	// +optional
+	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
+
+	// temperature is the sampling temperature, a decimal such as "0" or "0.2".
+	// +optional
+	Temperature Decimal `json:"temperature,omitempty"`
+
+	// timeout bounds one call, retries excluded. Defaults to 30s.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// maxRetries is how often a call is retried on 429 and 5xx answers. Defaults to 2.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	MaxRetries *int32 `json:"maxRetries,omitempty"`
+
+	// pricing converts token usage into cost for budget accounting.
+	// +optional
+	Pricing *Pricing `json:"pricing,omitempty"`
+
+	// builtin configures the builtin provider's decisions.
+	// +optional
+	Builtin *BuiltinAgent `json:"builtin,omitempty"`
+}
+
+// Pricing is the price of a million tokens, in US dollars.
+type Pricing struct {
+	// promptPerMTok is the price of one million prompt tokens.
+	// +optional
+	PromptPerMTok Decimal `json:"promptPerMTok,omitempty"`
+	// completionPerMTok is the price of one million completion tokens.
+	// +optional
+	CompletionPerMTok Decimal `json:"completionPerMTok,omitempty"`
+}
+
+// BuiltinAgent configures how the builtin provider decides when no rule matched: it
+// picks the first allowed destination with this confidence.
+type BuiltinAgent struct {
+	// confidence is reported for decisions that no rule decided. Defaults to "1".
+	// +optional
+	Confidence Confidence `json:"confidence,omitempty"`
+}
+
+// GlobalTransition is a rule evaluated on every message (seed 000 Transition).
+// +kubebuilder:validation:XValidation:rule="has(self.trigger.intent) != has(self.trigger.condition)",message="trigger must set exactly one of intent or condition"
+// +kubebuilder:validation:XValidation:rule="self.to != '*'",message="to must name a pathway, not \"*\""
+type GlobalTransition struct {
+	// name identifies the transition in status, events and metrics.
+	// +required
+	Name Name `json:"name"`
+
+	// from is the pathway the rule applies in, or "*" for any pathway.
+	// +optional
+	// +kubebuilder:default="*"
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$`
+	From string `json:"from,omitempty"`
+
+	// to is the pathway the Session moves to.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	To string `json:"to"`
+
+	// priority orders the rules: higher first, ties by declaration order.
+	// +optional
+	// +kubebuilder:validation:Minimum=-1000
+	// +kubebuilder:validation:Maximum=1000
+	Priority int32 `json:"priority,omitempty"`
+
+	// trigger says when the rule fires.
+	// +required
+	Trigger Trigger `json:"trigger"`
+
+	// contextUpdate edits the Session context when the rule fires.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	ContextUpdate []ContextUpdate `json:"contextUpdate,omitempty"`
+}
+
+// Trigger is exactly one of an intent or a CEL condition.
+type Trigger struct {
+	// intent fires on messages that match its patterns (or the LLM classifier).
+	// +optional
+	Intent *IntentTrigger `json:"intent,omitempty"`
+
+	// condition is a CEL expression over context, message and session that fires the
+	// rule when true, for example "context.escalation_count >= 3".
+	// +optional
+	Condition Expression `json:"condition,omitempty"`
+}
+
+// IntentTrigger matches user messages against patterns.
+type IntentTrigger struct {
+	// patterns are phrases matched case-insensitively on word boundaries
+	// ("why" does not match "whyte").
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	Patterns []string `json:"patterns"`
+
+	// description tells the LLM classifier what this intent means. Defaults to the patterns.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Description string `json:"description,omitempty"`
+
+	// llmFallback asks the journey's intent classifier when no pattern matched.
+	// +optional
+	LLMFallback bool `json:"llmFallback,omitempty"`
+}
+
+// ContextOp is a context update operation.
+// +kubebuilder:validation:Enum=Append;Set;Copy
+type ContextOp string
+
+const (
+	// ContextAppend appends the value of `from` (or `value`) to the list in `field`, without duplicates.
+	ContextAppend ContextOp = "Append"
+	// ContextSet sets `field` to `value`.
+	ContextSet ContextOp = "Set"
+	// ContextCopy copies context field `from` into `field`.
+	ContextCopy ContextOp = "Copy"
+)
+
+// ContextUpdate edits one context field.
+// +kubebuilder:validation:XValidation:rule="self.op != 'Set' || has(self.value)",message="op Set needs value"
+// +kubebuilder:validation:XValidation:rule="self.op != 'Copy' || has(self.from)",message="op Copy needs from"
+// +kubebuilder:validation:XValidation:rule="self.op != 'Append' || has(self.from) != has(self.value)",message="op Append needs exactly one of from or value"
+type ContextUpdate struct {
+	// field is the context field to change.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Field string `json:"field"`
+	// op is Append, Set or Copy.
+	// +required
+	Op ContextOp `json:"op"`
+	// from is the context field whose value is appended or copied.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	From string `json:"from,omitempty"`
+	// value is the literal value to set or append.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	Value *apiextensionsv1.JSON `json:"value,omitempty"`
+}
+
+// IntentDetection configures the LLM intent classifier.
+type IntentDetection struct {
+	// agent is the agent asked to classify messages no pattern matched.
+	// +required
+	Agent Name `json:"agent"`
+	// confidenceThreshold: a classification below it counts as no match. Defaults to "0.7".
+	// +optional
+	ConfidenceThreshold Confidence `json:"confidenceThreshold,omitempty"`
+	// cacheTTL is how long a classification of the same message and intents is reused.
+	// Defaults to 5m.
+	// +optional
+	CacheTTL *metav1.Duration `json:"cacheTTL,omitempty"`
+}
+
+// Limits caps what one Session may consume. Reaching a cap blocks the Session
+// (phase unchanged, Stalled=True with the cap as reason).
+type Limits struct {
+	// maxPathwayDepth is the deepest ReturnToPrevious stack allowed. Defaults to 10.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	MaxPathwayDepth int32 `json:"maxPathwayDepth,omitempty"`
+	// maxTurns caps processed messages, outcomes and entry runs. Defaults to 100.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	MaxTurns int32 `json:"maxTurns,omitempty"`
+	// maxIterations caps cycles started by JumpBack. Defaults to 5.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxIterations int32 `json:"maxIterations,omitempty"`
+	// maxTransitions caps transitions of any kind. Defaults to 500.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	MaxTransitions int32 `json:"maxTransitions,omitempty"`
+	// retryLimitPerPathway caps Retry actions per pathway and iteration. Defaults to 2.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	RetryLimitPerPathway *int32 `json:"retryLimitPerPathway,omitempty"`
+	// sessionTimeout bounds a Session's age. Defaults to 24h.
+	// +optional
+	SessionTimeout *metav1.Duration `json:"sessionTimeout,omitempty"`
+	// maxContextBytes caps the JSON size of the context. Exceeding it is an error,
+	// never a silent truncation. Defaults to 262144.
+	// +optional
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=1048576
+	MaxContextBytes int32 `json:"maxContextBytes,omitempty"`
+	// maxHistory is how many transitions status.history keeps. Defaults to 50.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=500
+	MaxHistory int32 `json:"maxHistory,omitempty"`
+	// budget caps token usage and cost across all agent calls of a Session.
+	// +optional
+	Budget *Budget `json:"budget,omitempty"`
+}
+
+// Budget caps token usage and cost.
+type Budget struct {
+	// maxTokens caps prompt plus completion tokens.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxTokens int64 `json:"maxTokens,omitempty"`
+	// maxCostUSD caps the cost in US dollars, from the agents' pricing.
+	// +optional
+	MaxCostUSD Decimal `json:"maxCostUSD,omitempty"`
+}
+
+// LoopPrevention blocks oscillation (seed 004): a cycle of pathways repeated more than
+// maxCycleRepeats times within the last window transitions.
+type LoopPrevention struct {
+	// window is how many recent transitions are inspected. Defaults to 8.
+	// +optional
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=100
+	Window int32 `json:"window,omitempty"`
+	// maxCycleRepeats is how often a cycle may repeat inside the window. Defaults to 2.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=50
+	MaxCycleRepeats int32 `json:"maxCycleRepeats,omitempty"`
+}
+
+// JourneyStatus is the observed state of a Journey.
+type JourneyStatus struct {
+	// conditions: Ready says whether Sessions can start on the current generation.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// currentRevision is the ControllerRevision new Sessions pin.
+	// +optional
+	CurrentRevision string `json:"currentRevision,omitempty"`
+	// pathways is how many pathways were resolved.
+	// +optional
+	Pathways int32 `json:"pathways,omitempty"`
+	// issues lists every validation problem found, one line each.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Issues []string `json:"issues,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=jny,categories=journeys
+// +kubebuilder:printcolumn:name="Entry",type=string,JSONPath=`.spec.entryPathway`
+// +kubebuilder:printcolumn:name="Pathways",type=integer,JSONPath=`.status.pathways`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.currentRevision`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// Journey declares pathways, agents and transitions. Sessions run on it.
+type Journey struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired journey.
+	// +required
+	Spec JourneySpec `json:"spec"`
+	// status is the observed state.
+	// +optional
+	Status JourneyStatus `json:"status,omitzero"`
+}
+
+// +kubebuilder:object:root=true
+
+// JourneyList contains a list of Journey.
+type JourneyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Journey `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Journey{}, &JourneyList{})
+}

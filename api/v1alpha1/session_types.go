@@ -1,0 +1,616 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SessionSpec is one user's run through a journey: the messages, External outcomes and
+// approvals sent to it. Messages and approvals are append-only.
+type SessionSpec struct {
+	// journeyRef names the Journey in the Session's namespace. Immutable.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="journeyRef is immutable"
+	JourneyRef JourneyReference `json:"journeyRef"`
+
+	// initialContext seeds the Session context.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="initialContext is immutable"
+	InitialContext *apiextensionsv1.JSON `json:"initialContext,omitempty"`
+
+	// messages are the user's messages, processed in order, each exactly once.
+	// Append-only: existing entries cannot change, move or vanish.
+	// +optional
+	// +listType=map
+	// +listMapKey=id
+	// +kubebuilder:validation:MaxItems=1000
+	// +kubebuilder:validation:XValidation:rule="oldSelf.all(m, self.exists(n, n == m))",message="messages are append-only: existing messages cannot change or be removed"
+	// +kubebuilder:validation:XValidation:rule="size(self) >= size(oldSelf) && oldSelf.all(m, self.indexOf(m) == oldSelf.indexOf(m))",message="messages are append-only: new messages go at the end"
+	Messages []Message `json:"messages,omitempty"`
+
+	// outcomes are results posted by External executors.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=500
+	// +kubebuilder:validation:XValidation:rule="size(self) >= size(oldSelf) && oldSelf.all(o, self.indexOf(o) == oldSelf.indexOf(o))",message="outcomes are append-only: existing outcomes cannot change or be removed"
+	Outcomes []ExternalOutcome `json:"outcomes,omitempty"`
+
+	// approvals answer decisions that wait in AwaitingApproval or Escalated.
+	// Append-only.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=500
+	// +kubebuilder:validation:XValidation:rule="size(self) >= size(oldSelf) && oldSelf.all(a, self.indexOf(a) == oldSelf.indexOf(a))",message="approvals are append-only: existing approvals cannot change or be removed"
+	Approvals []Approval `json:"approvals,omitempty"`
+
+	// suspend pauses the Session: no step runs while it is true.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// cancel ends the Session as Cancelled. It cannot be undone.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self || !oldSelf",message="cancel cannot be unset"
+	Cancel bool `json:"cancel,omitempty"`
+
+	// ttlSecondsAfterFinished deletes the Session this long after it reached a terminal phase.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+}
+
+// JourneyReference names a Journey in the same namespace.
+type JourneyReference struct {
+	// name of the Journey.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// Message is one user message.
+type Message struct {
+	// id identifies the message; unique within the Session.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][-A-Za-z0-9_.]*$`
+	ID string `json:"id"`
+	// text is what the user said.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=8192
+	Text string `json:"text"`
+}
+
+// ExternalOutcome is the result of an External pathway's turn.
+type ExternalOutcome struct {
+	// pathway is the External pathway the outcome is for.
+	// +required
+	Pathway Name `json:"pathway"`
+	// iteration is the cycle the outcome is for; an outcome for another iteration is ignored.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Iteration int32 `json:"iteration"`
+	// resultType is success, failure, partial_success or unclear.
+	// +required
+	ResultType ResultType `json:"resultType"`
+	// data are the turn's outputs; fields listed in the pathway's accumulate merge into context.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Data *apiextensionsv1.JSON `json:"data,omitempty"`
+	// message is a human-readable summary.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message,omitempty"`
+}
+
+// Approval answers a pending decision.
+type Approval struct {
+	// decisionID names the decision (status.lastDecision.id).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	DecisionID string `json:"decisionID"`
+	// approve accepts (true) or rejects (false) the decision.
+	// +required
+	Approve bool `json:"approve"`
+	// destination overrides the decision's destination; it must be allowed.
+	// +optional
+	Destination Name `json:"destination,omitempty"`
+	// by is who approved. Stamped by the admission webhook when installed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	By string `json:"by,omitempty"`
+	// at is when the approval was given.
+	// +optional
+	At *metav1.Time `json:"at,omitempty"`
+	// reason explains the approval.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
+}
+
+// SessionStatus is where a Session is and how it got there.
+type SessionStatus struct {
+	// phase is the lifecycle phase.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+	// currentPathway is the pathway the Session is in.
+	// +optional
+	CurrentPathway string `json:"currentPathway,omitempty"`
+	// pathwayStack holds the pathways detours return to, innermost last.
+	// +optional
+	// +listType=atomic
+	PathwayStack []string `json:"pathwayStack,omitempty"`
+	// iteration is the current cycle, starting at 1; JumpBack starts a new one.
+	// +optional
+	Iteration int32 `json:"iteration,omitempty"`
+	// confidence is the confidence of the last decision.
+	// +optional
+	Confidence Confidence `json:"confidence,omitempty"`
+	// step counts the steps that changed this status.
+	// +optional
+	Step int64 `json:"step,omitempty"`
+	// turns counts processed turns (messages, outcomes and entry runs).
+	// +optional
+	Turns int32 `json:"turns,omitempty"`
+	// pathwayTurns counts turns in the current pathway since it was entered.
+	// +optional
+	PathwayTurns int32 `json:"pathwayTurns,omitempty"`
+	// transitions counts transitions taken.
+	// +optional
+	Transitions int32 `json:"transitions,omitempty"`
+	// retries counts Retry actions per pathway in the current iteration.
+	// +optional
+	Retries map[string]int32 `json:"retries,omitempty"`
+	// processedMessages is how many of spec.messages have been processed.
+	// +optional
+	ProcessedMessages int32 `json:"processedMessages,omitempty"`
+	// processedOutcomes is how many of spec.outcomes have been looked at.
+	// +optional
+	ProcessedOutcomes int32 `json:"processedOutcomes,omitempty"`
+	// processedApprovals is how many of spec.approvals have been looked at.
+	// +optional
+	ProcessedApprovals int32 `json:"processedApprovals,omitempty"`
+	// turn is the turn in progress, when it waits on an agent between steps.
+	// +optional
+	Turn *TurnProgress `json:"turn,omitempty"`
+	// lastDecision is the most recent transition decision.
+	// +optional
+	LastDecision *DecisionRecord `json:"lastDecision,omitempty"`
+	// pendingEffect is the journal: an agent's answer, recorded before the next step
+	// applies it.
+	// +optional
+	PendingEffect *EffectRecord `json:"pendingEffect,omitempty"`
+	// lastTurn is the typed outcome of the last turn (seed 001): the single source of
+	// truth for what happened in it.
+	// +optional
+	LastTurn *TurnOutcome `json:"lastTurn,omitempty"`
+	// context is the accumulated context.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Context *apiextensionsv1.JSON `json:"context,omitempty"`
+	// contextVersion increments on every context change.
+	// +optional
+	ContextVersion int64 `json:"contextVersion,omitempty"`
+	// contextHistory keeps the last context versions, for audit and rollback.
+	// +optional
+	// +listType=atomic
+	ContextHistory []ContextVersion `json:"contextHistory,omitempty"`
+	// history keeps the last limits.maxHistory transitions; the full audit is the Event stream.
+	// +optional
+	// +listType=atomic
+	History []HistoryEntry `json:"history,omitempty"`
+	// usage sums token usage and cost of all agent calls.
+	// +optional
+	Usage Usage `json:"usage,omitzero"`
+	// journeyRevision is the Journey ControllerRevision the Session is pinned to.
+	// +optional
+	JourneyRevision string `json:"journeyRevision,omitempty"`
+	// conditions: Ready, Reconciling, Stalled, AwaitingInput, AwaitingApproval, AgentAvailable.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// startTime is when the Session took its first step.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// completionTime is when the Session reached a terminal phase.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+}
+
+// TurnTrigger is what started a turn.
+// +kubebuilder:validation:Enum=Message;Entry;Outcome;Approval
+type TurnTrigger string
+
+const (
+	TurnMessage         TurnTrigger = "Message"
+	TurnEntry           TurnTrigger = "Entry"
+	TurnExternalOutcome TurnTrigger = "Outcome"
+	TurnApproval        TurnTrigger = "Approval"
+)
+
+// TurnStage is how far a turn in progress has got.
+// +kubebuilder:validation:Enum=Route;Run;Decide
+type TurnStage string
+
+const (
+	// StageRoute evaluates global transitions (may wait on the intent classifier).
+	StageRoute TurnStage = "Route"
+	// StageRun runs the pathway (may wait on its agents).
+	StageRun TurnStage = "Run"
+	// StageDecide picks the next pathway by outcome (may wait on a decision agent).
+	StageDecide TurnStage = "Decide"
+)
+
+// TurnProgress is a turn that spans several steps because it waits on agents.
+type TurnProgress struct {
+	// trigger is what started the turn.
+	// +required
+	Trigger TurnTrigger `json:"trigger"`
+	// stage is how far the turn has got.
+	// +required
+	Stage TurnStage `json:"stage"`
+	// messageID is the message being processed, for Message turns.
+	// +optional
+	MessageID string `json:"messageID,omitempty"`
+	// pathway is the pathway the turn runs in.
+	// +optional
+	Pathway string `json:"pathway,omitempty"`
+	// resultType is the outcome of the Run stage, carried into Decide.
+	// +optional
+	ResultType ResultType `json:"resultType,omitempty"`
+	// outputs of the Run stage, carried into Decide.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Outputs *apiextensionsv1.JSON `json:"outputs,omitempty"`
+}
+
+// EffectKind is the kind of agent call a step asked for.
+// +kubebuilder:validation:Enum=ClassifyIntent;RunPathway;Decide
+type EffectKind string
+
+const (
+	EffectClassifyIntent EffectKind = "ClassifyIntent"
+	EffectRunPathway     EffectKind = "RunPathway"
+	EffectDecide         EffectKind = "Decide"
+)
+
+// EffectRecord is a journaled agent call: what was asked (its input hash) and the answer.
+type EffectRecord struct {
+	// id is unique per Session: <session UID>/<step>/<input hash prefix>.
+	// +required
+	ID string `json:"id"`
+	// kind is the kind of call.
+	// +required
+	Kind EffectKind `json:"kind"`
+	// step is the status.step the call was made for.
+	// +required
+	Step int64 `json:"step"`
+	// inputHash is the SHA-256 of the request the agent saw.
+	// +required
+	InputHash string `json:"inputHash"`
+	// agent is the agent that answered.
+	// +optional
+	Agent string `json:"agent,omitempty"`
+	// result is the agent's answer.
+	// +required
+	Result AgentResult `json:"result"`
+}
+
+// AgentResult is an agent's answer, as journaled. Only the fields of its kind are set.
+type AgentResult struct {
+	// intent is the classified intent (a global transition's name) or "none".
+	// +optional
+	Intent string `json:"intent,omitempty"`
+	// destination is the decision's chosen pathway.
+	// +optional
+	Destination string `json:"destination,omitempty"`
+	// confidence of the classification or decision.
+	// +optional
+	Confidence Confidence `json:"confidence,omitempty"`
+	// reasoning the agent gave.
+	// +optional
+	Reasoning string `json:"reasoning,omitempty"`
+	// reply is the pathway's assistant text.
+	// +optional
+	Reply string `json:"reply,omitempty"`
+	// outputs of the pathway turn.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Outputs *apiextensionsv1.JSON `json:"outputs,omitempty"`
+	// resultType of the pathway turn.
+	// +optional
+	ResultType ResultType `json:"resultType,omitempty"`
+	// complete says whether the pathway turn finished the pathway.
+	// +optional
+	Complete *bool `json:"complete,omitempty"`
+	// usage is what the call cost.
+	// +optional
+	Usage Usage `json:"usage,omitzero"`
+	// failure says why the call gave no usable answer (it is then unclear / no intent).
+	// +optional
+	Failure *Failure `json:"failure,omitempty"`
+}
+
+// DecisionSource is who decided a transition.
+// +kubebuilder:validation:Enum=Rule;Agent;Approval;Transition;Outcome;Next;Return;Cap
+type DecisionSource string
+
+const (
+	SourceRule       DecisionSource = "Rule"
+	SourceAgent      DecisionSource = "Agent"
+	SourceApproval   DecisionSource = "Approval"
+	SourceTransition DecisionSource = "Transition"
+	SourceOutcome    DecisionSource = "Outcome"
+	SourceNext       DecisionSource = "Next"
+	SourceReturn     DecisionSource = "Return"
+	SourceCap        DecisionSource = "Cap"
+)
+
+// DecisionState is where a decision stands.
+// +kubebuilder:validation:Enum=Applied;Pending;Approved;Rejected;Escalated
+type DecisionState string
+
+const (
+	DecisionApplied   DecisionState = "Applied"
+	DecisionPending   DecisionState = "Pending"
+	DecisionApproved  DecisionState = "Approved"
+	DecisionRejected  DecisionState = "Rejected"
+	DecisionEscalated DecisionState = "Escalated"
+)
+
+// DecisionRecord is a transition decision.
+type DecisionRecord struct {
+	// id names the decision, for approvals: d-<step>.
+	// +required
+	ID string `json:"id"`
+	// transition is the global transition or outcome transition (on<Result>) that led here.
+	// +optional
+	Transition string `json:"transition,omitempty"`
+	// from is the pathway the decision was made in.
+	// +optional
+	From string `json:"from,omitempty"`
+	// to is the chosen destination.
+	// +optional
+	To string `json:"to,omitempty"`
+	// action is what moving there means.
+	// +optional
+	Action Action `json:"action,omitempty"`
+	// source is who decided.
+	// +optional
+	Source DecisionSource `json:"source,omitempty"`
+	// agent that decided, for agent decisions.
+	// +optional
+	Agent string `json:"agent,omitempty"`
+	// confidence of the decision.
+	// +optional
+	Confidence Confidence `json:"confidence,omitempty"`
+	// reasoning the agent or rule gave.
+	// +optional
+	Reasoning string `json:"reasoning,omitempty"`
+	// allowedDestinations the decision could choose from.
+	// +optional
+	// +listType=atomic
+	AllowedDestinations []string `json:"allowedDestinations,omitempty"`
+	// state is Applied, Pending (awaiting approval), Approved, Rejected or Escalated.
+	// +optional
+	State DecisionState `json:"state,omitempty"`
+}
+
+// FinishReason is how a turn ended (seed 001).
+// +kubebuilder:validation:Enum=Success;Error;IterationLimit;Deadline;PolicyDenied;BudgetExceeded;LoopDetected;TurnLimit;TransitionLimit;AwaitingApproval;Escalated;Cancelled
+type FinishReason string
+
+const (
+	FinishSuccess          FinishReason = "Success"
+	FinishError            FinishReason = "Error"
+	FinishIterationLimit   FinishReason = "IterationLimit"
+	FinishDeadline         FinishReason = "Deadline"
+	FinishPolicyDenied     FinishReason = "PolicyDenied"
+	FinishBudgetExceeded   FinishReason = "BudgetExceeded"
+	FinishLoopDetected     FinishReason = "LoopDetected"
+	FinishTurnLimit        FinishReason = "TurnLimit"
+	FinishTransitionLimit  FinishReason = "TransitionLimit"
+	FinishAwaitingApproval FinishReason = "AwaitingApproval"
+	FinishEscalated        FinishReason = "Escalated"
+	FinishCancelled        FinishReason = "Cancelled"
+)
+
+// TurnOutcome is the typed result of one turn (seed 001).
+type TurnOutcome struct {
+	// trigger is what started the turn.
+	// +optional
+	Trigger TurnTrigger `json:"trigger,omitempty"`
+	// messageID is the message the turn processed.
+	// +optional
+	MessageID string `json:"messageID,omitempty"`
+	// pathway is the pathway that ran.
+	// +optional
+	Pathway string `json:"pathway,omitempty"`
+	// finishReason is how the turn ended.
+	// +optional
+	FinishReason FinishReason `json:"finishReason,omitempty"`
+	// assistantText is the reply to the user.
+	// +optional
+	AssistantText string `json:"assistantText,omitempty"`
+	// resultType is the pathway's outcome.
+	// +optional
+	ResultType ResultType `json:"resultType,omitempty"`
+	// complete says whether the turn finished its pathway.
+	// +optional
+	Complete bool `json:"complete,omitempty"`
+	// transition is the transition the turn took, if any.
+	// +optional
+	Transition string `json:"transition,omitempty"`
+	// outputs are the pathway's outputs.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Outputs *apiextensionsv1.JSON `json:"outputs,omitempty"`
+	// failures are what went wrong, typed.
+	// +optional
+	// +listType=atomic
+	Failures []Failure `json:"failures,omitempty"`
+	// usage is what the turn's agent calls cost.
+	// +optional
+	Usage Usage `json:"usage,omitzero"`
+}
+
+// FailureSource is where a failure came from (seed 001).
+// +kubebuilder:validation:Enum=System;LLM;Tool;Transport;Policy
+type FailureSource string
+
+const (
+	FailureSystem    FailureSource = "System"
+	FailureLLM       FailureSource = "LLM"
+	FailureTool      FailureSource = "Tool"
+	FailureTransport FailureSource = "Transport"
+	FailurePolicy    FailureSource = "Policy"
+)
+
+// FailureKind classifies a failure (seed 001).
+// +kubebuilder:validation:Enum=Exception;Timeout;Validation;Policy;RateLimit;Unknown
+type FailureKind string
+
+const (
+	FailureException  FailureKind = "Exception"
+	FailureTimeout    FailureKind = "Timeout"
+	FailureValidation FailureKind = "Validation"
+	FailurePolicyKind FailureKind = "Policy"
+	FailureRateLimit  FailureKind = "RateLimit"
+	FailureUnknown    FailureKind = "Unknown"
+)
+
+// Failure is a typed failure record (seed 001 FailureEvent).
+type Failure struct {
+	// source is where it came from.
+	// +required
+	Source FailureSource `json:"source"`
+	// component is what failed: an agent, a pathway, a transition or the engine.
+	// +optional
+	Component string `json:"component,omitempty"`
+	// kind classifies it.
+	// +required
+	Kind FailureKind `json:"kind"`
+	// message is a user-safe summary. Never contains secrets.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// ContextVersion records one context change.
+type ContextVersion struct {
+	// version is the contextVersion after the change.
+	// +required
+	Version int64 `json:"version"`
+	// pathway made the change.
+	// +optional
+	Pathway string `json:"pathway,omitempty"`
+	// keys are the top-level fields that changed.
+	// +optional
+	// +listType=atomic
+	Keys []string `json:"keys,omitempty"`
+	// previous holds the previous values of the changed keys (null for a key that was absent),
+	// so the context can be rolled back to an earlier version.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Previous *apiextensionsv1.JSON `json:"previous,omitempty"`
+}
+
+// HistoryEntry records one transition.
+type HistoryEntry struct {
+	// time of the transition (the step's clock).
+	// +optional
+	Time metav1.Time `json:"time,omitzero"`
+	// step is status.step when it happened.
+	// +optional
+	Step int64 `json:"step,omitempty"`
+	// from is the pathway left.
+	// +optional
+	From string `json:"from,omitempty"`
+	// to is the pathway entered.
+	// +optional
+	To string `json:"to,omitempty"`
+	// action is what the move meant.
+	// +optional
+	Action Action `json:"action,omitempty"`
+	// source is who decided.
+	// +optional
+	Source DecisionSource `json:"source,omitempty"`
+	// transition names the rule (global transition name, on<Result>, next, return).
+	// +optional
+	Transition string `json:"transition,omitempty"`
+	// confidence of the decision, when there was one.
+	// +optional
+	Confidence Confidence `json:"confidence,omitempty"`
+	// iteration after the move.
+	// +optional
+	Iteration int32 `json:"iteration,omitempty"`
+	// messageID that caused it, if any.
+	// +optional
+	MessageID string `json:"messageID,omitempty"`
+	// reason explains the move (a block reason, a decision's reasoning).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
+// Usage sums tokens and cost.
+type Usage struct {
+	// promptTokens used.
+	// +optional
+	PromptTokens int64 `json:"promptTokens,omitempty"`
+	// completionTokens used.
+	// +optional
+	CompletionTokens int64 `json:"completionTokens,omitempty"`
+	// costUSD is the cost in US dollars, a decimal string.
+	// +optional
+	CostUSD string `json:"costUSD,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=sess,categories=journeys
+// +kubebuilder:printcolumn:name="Journey",type=string,JSONPath=`.spec.journeyRef.name`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Pathway",type=string,JSONPath=`.status.currentPathway`
+// +kubebuilder:printcolumn:name="Iteration",type=integer,JSONPath=`.status.iteration`
+// +kubebuilder:printcolumn:name="Confidence",type=string,JSONPath=`.status.confidence`
+// +kubebuilder:printcolumn:name="Reason",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// Session is one run of a journey.
+type Session struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is what the user sent.
+	// +required
+	Spec SessionSpec `json:"spec"`
+	// status is where the Session is.
+	// +optional
+	Status SessionStatus `json:"status,omitzero"`
+}
+
+// +kubebuilder:object:root=true
+
+// SessionList contains a list of Session.
+type SessionList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Session `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Session{}, &SessionList{})
+}

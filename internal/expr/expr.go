@@ -1,0 +1,141 @@
+// Package expr compiles and evaluates the CEL expressions of journeys: transition
+// conditions, decision rules and the builtin provider's outputs, outcome and completion.
+// One environment serves them all; programs are cached by source text, so a journey
+// revision's expressions compile once per process.
+package expr
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/ext"
+)
+
+// Variables every expression may use. Unset ones are empty maps or strings.
+const (
+	VarContext = "context" // the Session context
+	VarMessage = "message" // the user message being processed ("" when none)
+	VarInputs  = "inputs"  // the pathway signature's resolved inputs
+	VarOutputs = "outputs" // the turn's outputs
+	VarSession = "session" // {name, pathway, iteration, turns, pathwayTurns}
+)
+
+// costLimit bounds one evaluation, so a runaway comprehension fails instead of spinning.
+const costLimit = 1_000_000
+
+var (
+	envOnce sync.Once
+	env     *cel.Env
+	envErr  error
+	cache   sync.Map // source -> *compiled
+)
+
+type compiled struct {
+	prg cel.Program
+	err error
+}
+
+// Env returns the shared CEL environment.
+func Env() (*cel.Env, error) {
+	envOnce.Do(func() {
+		env, envErr = cel.NewEnv(
+			cel.Variable(VarContext, cel.DynType),
+			cel.Variable(VarMessage, cel.StringType),
+			cel.Variable(VarInputs, cel.DynType),
+			cel.Variable(VarOutputs, cel.DynType),
+			cel.Variable(VarSession, cel.DynType),
+			ext.Strings(),
+			ext.Lists(),
+			ext.Sets(),
+			ext.Math(),
+			ext.Encoders(),
+		)
+	})
+	return env, envErr
+}
+
+// Compile returns the program for src, compiling it on first use.
+func Compile(src string) (cel.Program, error) {
+	if c, ok := cache.Load(src); ok {
+		return c.(*compiled).prg, c.(*compiled).err
+	}
+	c := &compiled{}
+	c.prg, c.err = compile(src)
+	actual, _ := cache.LoadOrStore(src, c)
+	return actual.(*compiled).prg, actual.(*compiled).err
+}
+
+func compile(src string) (cel.Program, error) {
+	e, err := Env()
+	if err != nil {
+		return nil, err
+	}
+	ast, iss := e.Compile(src)
+	if iss.Err() != nil {
+		return nil, fmt.Errorf("CEL %q: %w", src, iss.Err())
+	}
+	return e.Program(ast, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(100))
+}
+
+// Vars are the values of the variables for one evaluation.
+type Vars struct {
+	Context map[string]any
+	Message string
+	Inputs  map[string]any
+	Outputs map[string]any
+	Session map[string]any
+}
+
+func (v Vars) activation() map[string]any {
+	orEmpty := func(m map[string]any) map[string]any {
+		if m == nil {
+			return map[string]any{}
+		}
+		return m
+	}
+	return map[string]any{
+		VarContext: orEmpty(v.Context),
+		VarMessage: v.Message,
+		VarInputs:  orEmpty(v.Inputs),
+		VarOutputs: orEmpty(v.Outputs),
+		VarSession: orEmpty(v.Session),
+	}
+}
+
+// Eval evaluates src and returns its value converted to plain Go (JSON-like) values.
+func Eval(src string, vars Vars) (any, error) {
+	prg, err := Compile(src)
+	if err != nil {
+		return nil, err
+	}
+	out, _, err := prg.Eval(vars.activation())
+	if err != nil {
+		return nil, fmt.Errorf("CEL %q: %w", src, err)
+	}
+	return ToNative(out)
+}
+
+// Bool evaluates src, which must yield a boolean.
+func Bool(src string, vars Vars) (bool, error) {
+	v, err := Eval(src, vars)
+	if err != nil {
+		return false, err
+	}
+	b, ok := v.(bool)
+	if !ok {
+		return false, fmt.Errorf("CEL %q: want a bool, got %T", src, v)
+	}
+	return b, nil
+}
+
+// ToNative converts a CEL value to JSON-compatible Go values (map[string]any, []any,
+// string, float64, int64, bool, nil).
+func ToNative(v ref.Val) (any, error) {
+	n, err := v.ConvertToNative(jsonValueType)
+	if err != nil {
+		return nil, err
+	}
+	return fromStructpb(n), nil
+}
