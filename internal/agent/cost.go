@@ -1,0 +1,39 @@
+package agent
+
+import (
+	"strconv"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+)
+
+// Cost is the price in US dollars of the tokens in usage at pricing (per million
+// tokens). A nil pricing, or a price that does not parse, costs nothing: the CRD
+// validates prices as decimals, so that only happens for agents without pricing.
+func Cost(pricing *flowv1.Pricing, usage Usage) float64 {
+	if pricing == nil {
+		return 0
+	}
+	prompt := perToken(pricing.PromptPerMTok)
+	completion := perToken(pricing.CompletionPerMTok)
+	return float64(usage.PromptTokens)*prompt + float64(usage.CompletionTokens)*completion
+}
+
+func perToken(d flowv1.Decimal) float64 {
+	if d == "" {
+		return 0
+	}
+	v, err := strconv.ParseFloat(string(d), 64)
+	if err != nil || v < 0 {
+		return 0
+	}
+	return v / 1e6
+}
+
+// Add returns the sum of two usages, cost included.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{
+		PromptTokens:     u.PromptTokens + v.PromptTokens,
+		CompletionTokens: u.CompletionTokens + v.CompletionTokens,
+		CostUSD:          u.CostUSD + v.CostUSD,
+	}
+}
