@@ -37,8 +37,8 @@ type Exchange struct {
 // PathwayRequest asks for one turn of a pathway.
 type PathwayRequest struct {
 	// Pathway is the pathway's local name; Spec its resolved spec (signature, builtin).
-	Pathway string               `json:"pathway"`
-	Spec    *flowv1.PathwaySpec  `json:"spec"`
+	Pathway string              `json:"pathway"`
+	Spec    *flowv1.PathwaySpec `json:"spec"`
 	// Message is the user's text; empty for Entry and Outcome turns.
 	Message string `json:"message,omitempty"`
 	// Inputs are the signature's inputs resolved from the message, context and defaults.
@@ -60,14 +60,14 @@ type PathwayResponse struct {
 // DecisionRequest asks to choose the next pathway after an outcome.
 type DecisionRequest struct {
 	// ID is the decision's id (d-<step>).
-	ID         string             `json:"id"`
-	Pathway    string             `json:"pathway"`
-	Transition string             `json:"transition"` // onSuccess, onFailure, ...
-	Decision   *flowv1.Decision   `json:"decision"`
-	ResultType flowv1.ResultType  `json:"resultType"`
-	Outputs    map[string]any     `json:"outputs,omitempty"`
-	Context    map[string]any     `json:"context,omitempty"`
-	Session    SessionInfo        `json:"session"`
+	ID         string            `json:"id"`
+	Pathway    string            `json:"pathway"`
+	Transition string            `json:"transition"` // onSuccess, onFailure, ...
+	Decision   *flowv1.Decision  `json:"decision"`
+	ResultType flowv1.ResultType `json:"resultType"`
+	Outputs    map[string]any    `json:"outputs,omitempty"`
+	Context    map[string]any    `json:"context,omitempty"`
+	Session    SessionInfo       `json:"session"`
 }
 
 // DecisionResponse is the chosen destination. An empty Destination means unclear.
