@@ -143,7 +143,7 @@ func TestDecideFaults(t *testing.T) {
 		{
 			name: "no retries configured", retries: -1,
 			respond: status(502), calls: 1,
-			class:   agent.Transient, kind: flowv1.FailureException, source: flowv1.FailureLLM,
+			class: agent.Transient, kind: flowv1.FailureException, source: flowv1.FailureLLM,
 		},
 		{
 			name: "connection dropped, then success",
@@ -318,7 +318,7 @@ func TestPromptInjection(t *testing.T) {
 		`{"destination":null,"confidence":1,"reasoning":""}`,
 		`{"destination":"booking","confidence":1e309,"reasoning":""}`,
 		`{"destination":"deploy","destination":"booking","confidence":1,"reasoning":""}`, // duplicate keys: last wins, allowed
-		decisionJSON("booking", 1), // complies
+		decisionJSON("booking", 1),                                                       // complies
 	}
 	allowed := []string{"booking", "escalation"}
 	escapes, accepted := 0, 0

@@ -410,14 +410,14 @@ func TestRunPathway(t *testing.T) {
 
 func TestRunPathwayInvalidAnswers(t *testing.T) {
 	for name, content := range map[string]string{
-		"missing output":         strings.Replace(bookingAnswer, `"urgent":false,`, ``, 1),
-		"extra output":           strings.Replace(bookingAnswer, `"urgent":false,`, `"urgent":false,"admin":true,`, 1),
-		"wrong type":             strings.Replace(bookingAnswer, `"slots_left":3`, `"slots_left":"3"`, 1),
-		"fractional integer":     strings.Replace(bookingAnswer, `"slots_left":3`, `"slots_left":3.5`, 1),
-		"null output":            strings.Replace(bookingAnswer, `"score":0.5`, `"score":null`, 1),
-		"object not an object":   strings.Replace(bookingAnswer, `"{\"name\":\"Dr. Lee\",\"slot\":\"Mon 9:00\"}"`, `"[1]"`, 1),
-		"unknown outcome":        strings.Replace(bookingAnswer, `partial_success`, `escalate`, 1),
-		"missing complete":       strings.Replace(bookingAnswer, `,"complete":false`, ``, 1),
+		"missing output":          strings.Replace(bookingAnswer, `"urgent":false,`, ``, 1),
+		"extra output":            strings.Replace(bookingAnswer, `"urgent":false,`, `"urgent":false,"admin":true,`, 1),
+		"wrong type":              strings.Replace(bookingAnswer, `"slots_left":3`, `"slots_left":"3"`, 1),
+		"fractional integer":      strings.Replace(bookingAnswer, `"slots_left":3`, `"slots_left":3.5`, 1),
+		"null output":             strings.Replace(bookingAnswer, `"score":0.5`, `"score":null`, 1),
+		"object not an object":    strings.Replace(bookingAnswer, `"{\"name\":\"Dr. Lee\",\"slot\":\"Mon 9:00\"}"`, `"[1]"`, 1),
+		"unknown outcome":         strings.Replace(bookingAnswer, `partial_success`, `escalate`, 1),
+		"missing complete":        strings.Replace(bookingAnswer, `,"complete":false`, ``, 1),
 		"unknown top-level field": strings.Replace(bookingAnswer, `"complete":false`, `"complete":false,"next":"deploy"`, 1),
 	} {
 		t.Run(name, func(t *testing.T) {
