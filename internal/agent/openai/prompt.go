@@ -69,7 +69,7 @@ func (a *Agent) Decide(ctx context.Context, req agent.DecisionRequest) (agent.De
 			{Role: goopenai.ChatMessageRoleSystem, Content: sys.String()},
 			{Role: goopenai.ChatMessageRoleUser, Content: user},
 		},
-		ResponseFormat: responseFormat("decision", decisionSchema(allowed)),
+		ResponseFormat: responseFormat("decision", enumKey(allowed), func() object { return decisionSchema(allowed) }),
 	})
 	usage := a.usage(resp)
 	if err != nil {
@@ -128,7 +128,7 @@ func (a *Agent) ClassifyIntent(ctx context.Context, req agent.IntentRequest) (ag
 			{Role: goopenai.ChatMessageRoleSystem, Content: sys.String()},
 			{Role: goopenai.ChatMessageRoleUser, Content: req.Message},
 		},
-		ResponseFormat: responseFormat("intent", intentSchema(names)),
+		ResponseFormat: responseFormat("intent", enumKey(names), func() object { return intentSchema(names) }),
 	})
 	none.Usage = a.usage(resp)
 	if err != nil {
@@ -184,7 +184,7 @@ func (a *Agent) RunPathway(ctx context.Context, req agent.PathwayRequest) (agent
 
 	resp, err := a.complete(ctx, goopenai.ChatCompletionRequest{
 		Messages:       msgs,
-		ResponseFormat: responseFormat("pathway_turn", pathwaySchema(sig.Outputs)),
+		ResponseFormat: responseFormat("pathway_turn", fieldsKey(sig.Outputs), func() object { return pathwaySchema(sig.Outputs) }),
 	})
 	usage := a.usage(resp)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
+	"sync"
 
 	goopenai "github.com/sashabaranov/go-openai"
 
@@ -30,20 +32,66 @@ func strictObject(props object, order []string) object {
 	}
 }
 
-func responseFormat(name string, schema object) *goopenai.ChatCompletionResponseFormat {
-	raw, err := json.Marshal(schema)
-	if err != nil {
-		// The schema is built from strings and maps of strings only.
-		panic(fmt.Sprintf("marshal %s schema: %v", name, err))
-	}
+// responseFormat is the strict json_schema response format for schema, marshaled
+// once per distinct key (the enum or signature it was built from) and then reused.
+func responseFormat(name, key string, build func() object) *goopenai.ChatCompletionResponseFormat {
 	return &goopenai.ChatCompletionResponseFormat{
 		Type: goopenai.ChatCompletionResponseFormatTypeJSONSchema,
 		JSONSchema: &goopenai.ChatCompletionResponseFormatJSONSchema{
 			Name:   name,
-			Schema: json.RawMessage(raw),
+			Schema: schemas.get(name+"\x00"+key, build),
 			Strict: true,
 		},
 	}
+}
+
+// schemaCache holds marshaled schemas. Keys come from Journey and Pathway specs, so
+// there are few; the cache is emptied if it ever grows past maxSchemas.
+type schemaCache struct {
+	mu sync.Mutex
+	m  map[string]json.RawMessage
+}
+
+const maxSchemas = 512
+
+var schemas = &schemaCache{m: map[string]json.RawMessage{}}
+
+func (c *schemaCache) get(key string, build func() object) json.RawMessage {
+	c.mu.Lock()
+	raw, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
+		return raw
+	}
+	raw, err := json.Marshal(build())
+	if err != nil {
+		// Schemas are built from strings, booleans and maps of them only.
+		panic(fmt.Sprintf("marshal schema: %v", err))
+	}
+	c.mu.Lock()
+	if len(c.m) >= maxSchemas {
+		clear(c.m)
+	}
+	c.m[key] = raw
+	c.mu.Unlock()
+	return raw
+}
+
+// enumKey identifies a list of names.
+func enumKey(names []string) string { return strings.Join(names, "\x00") }
+
+// fieldsKey identifies a signature's outputs.
+func fieldsKey(fields []flowv1.SignatureField) string {
+	var b strings.Builder
+	for _, f := range fields {
+		b.WriteString(f.Name)
+		b.WriteByte(0)
+		b.WriteString(string(f.Type))
+		b.WriteByte(0)
+		b.WriteString(f.Description)
+		b.WriteByte(0)
+	}
+	return b.String()
 }
 
 var confidenceSchema = object{"type": "number", "description": "How sure you are, from 0 to 1."}
