@@ -443,3 +443,30 @@ func isAgentError(err error) bool {
 	var ae *agent.Error
 	return errors.As(err, &ae)
 }
+
+// TestSchemaPerCall: schemas are reused across calls, but each call gets the enum of
+// its own decision.
+func TestSchemaPerCall(t *testing.T) {
+	srv := newChatServer(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		completion(w, decisionJSON("booking", 1), 1, 1)
+	})
+	a := newTestAgent(t, testSpec(srv.URL+"/v1"), &sleeper{})
+	sets := [][]flowv1.Name{{"booking", "escalation"}, {"booking", "faq"}, {"booking", "escalation"}, {"booking"}}
+	for _, allowed := range sets {
+		req := decisionReq("x")
+		req.Decision.AllowedDestinations = allowed
+		if _, err := a.Decide(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, allowed := range sets {
+		_, schema := schemaOf(t, srv.request(t, i+1))
+		want := make([]string, len(allowed))
+		for j, d := range allowed {
+			want[j] = string(d)
+		}
+		if got := stringList(path(schema, "properties", "destination", "enum")); !reflect.DeepEqual(got, want) {
+			t.Errorf("call %d: enum %v, want %v", i+1, got, want)
+		}
+	}
+}
