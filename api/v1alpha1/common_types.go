@@ -3,18 +3,20 @@ package v1alpha1
 // Name is a DNS label: the local name of a pathway, agent or transition.
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=63
-// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit"
 type Name string
 
 // Confidence is a decimal in [0,1] written as a string, for example "0.82".
 // Strings keep the value exact across languages and round trips.
+// +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=8
-// +kubebuilder:validation:Pattern=`^(0(\.[0-9]{1,6})?|1(\.0{1,6})?)$`
+// +kubebuilder:validation:XValidation:rule="self.matches('^(0([.][0-9]{1,6})?|1([.]0{1,6})?)$')",message="must be a decimal between 0 and 1 written as a string, for example \"0.85\""
 type Confidence string
 
 // Decimal is a non-negative decimal number written as a string, for example "0.15".
+// +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=20
-// +kubebuilder:validation:Pattern=`^[0-9]{1,9}(\.[0-9]{1,9})?$`
+// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]{1,9}([.][0-9]{1,9})?$')",message="must be a non-negative decimal written as a string, for example \"0.15\""
 type Decimal string
 
 // Expression is a CEL expression. It is compiled by the controllers; one that does
@@ -86,10 +88,12 @@ type SecretKeyRef struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="name must be a Secret name: lowercase letters, digits, '-' and '.'"
 	Name string `json:"name"`
 	// key is the key within the Secret's data.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$')",message="key must be a Secret data key: letters, digits, '-', '_' and '.'"
 	Key string `json:"key"`
 }

@@ -7,11 +7,12 @@ import (
 
 // JourneySpec declares the pathways of a journey, the agents they may use, and the
 // global transitions between them.
-// +kubebuilder:validation:XValidation:rule="self.pathways.exists(p, p.name == self.entryPathway)",message="entryPathway must name one of spec.pathways"
-// +kubebuilder:validation:XValidation:rule="!has(self.transitions) || self.transitions.all(t, t.to == '*' || self.pathways.exists(p, p.name == t.to))",message="every transition's to must name one of spec.pathways"
-// +kubebuilder:validation:XValidation:rule="!has(self.transitions) || self.transitions.all(t, t.from == '*' || self.pathways.exists(p, p.name == t.from))",message="every transition's from must be \"*\" or name one of spec.pathways"
-// +kubebuilder:validation:XValidation:rule="!has(self.escalationPathway) || self.pathways.exists(p, p.name == self.escalationPathway)",message="escalationPathway must name one of spec.pathways"
-// +kubebuilder:validation:XValidation:rule="!has(self.intentDetection) || (has(self.agents) && self.agents.exists(a, a.name == self.intentDetection.agent))",message="intentDetection.agent must name one of spec.agents"
+// +kubebuilder:validation:XValidation:rule="self.pathways.exists(p, p.name == self.entryPathway)",fieldPath=".entryPathway",message="entryPathway must name one of spec.pathways",messageExpression="'entryPathway \"' + self.entryPathway + '\" is not one of spec.pathways'"
+// +kubebuilder:validation:XValidation:rule="!has(self.transitions) || self.transitions.all(t, t.to == '*' || self.pathways.exists(p, p.name == t.to))",fieldPath=".transitions",message="every transition's to must name one of spec.pathways"
+// +kubebuilder:validation:XValidation:rule="!has(self.transitions) || self.transitions.all(t, t.from == '*' || self.pathways.exists(p, p.name == t.from))",fieldPath=".transitions",message="every transition's from must be \"*\" or name one of spec.pathways"
+// +kubebuilder:validation:XValidation:rule="!has(self.escalationPathway) || self.pathways.exists(p, p.name == self.escalationPathway)",fieldPath=".escalationPathway",message="escalationPathway must name one of spec.pathways"
+// +kubebuilder:validation:XValidation:rule="!has(self.intentDetection) || (has(self.agents) && self.agents.exists(a, a.name == self.intentDetection.agent))",fieldPath=".intentDetection.agent",message="intentDetection.agent must name one of spec.agents"
+// +kubebuilder:validation:XValidation:rule="has(self.intentDetection) || !has(self.transitions) || !self.transitions.exists(t, has(t.trigger.intent) && has(t.trigger.intent.llmFallback) && t.trigger.intent.llmFallback)",fieldPath=".intentDetection",message="intentDetection is required when a transition's intent trigger sets llmFallback: it names the classifier agent"
 type JourneySpec struct {
 	// entryPathway is the local name of the pathway a new Session starts in.
 	// +required
@@ -84,6 +85,7 @@ type PathwayEntry struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="pathwayRef must be a Pathway object name: lowercase letters, digits, '-' and '.'"
 	PathwayRef string `json:"pathwayRef"`
 }
 
@@ -100,9 +102,9 @@ const (
 )
 
 // AgentSpec declares a named agent.
-// +kubebuilder:validation:XValidation:rule="self.provider == 'openai' || (!has(self.model) && !has(self.baseURL) && !has(self.apiKeySecretRef) && !has(self.temperature) && !has(self.pricing))",message="model, baseURL, apiKeySecretRef, temperature and pricing are only valid with provider openai"
-// +kubebuilder:validation:XValidation:rule="self.provider != 'openai' || has(self.model)",message="model is required with provider openai"
-// +kubebuilder:validation:XValidation:rule="self.provider == 'builtin' || !has(self.builtin)",message="builtin is only valid with provider builtin"
+// +kubebuilder:validation:XValidation:rule="self.provider == 'openai' || (!has(self.model) && !has(self.baseURL) && !has(self.apiKeySecretRef) && !has(self.temperature) && !has(self.pricing) && !has(self.maxRetries))",message="model, baseURL, apiKeySecretRef, temperature, pricing and maxRetries are only valid with provider openai"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'openai' || has(self.model)",fieldPath=".model",message="model is required with provider openai"
+// +kubebuilder:validation:XValidation:rule="self.provider == 'builtin' || !has(self.builtin)",fieldPath=".builtin",message="builtin is only valid with provider builtin"
 type AgentSpec struct {
 	// name is the agent's name, referenced by pathways, decisions and intentDetection.
 	// +required
@@ -116,6 +118,7 @@ type AgentSpec struct {
 
 	// model is the model name sent to the endpoint, for example gpt-4o-mini.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	Model string `json:"model,omitempty"`
 
@@ -136,6 +139,9 @@ type AgentSpec struct {
 
 	// timeout bounds one call, retries excluded. Defaults to 30s.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="timeout must be a positive duration such as 30s, 2m or 1m30s"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// maxRetries is how often a call is retried on 429 and 5xx answers. Defaults to 2.
@@ -172,8 +178,6 @@ type BuiltinAgent struct {
 }
 
 // GlobalTransition is a rule evaluated on every message (seed 000 Transition).
-// +kubebuilder:validation:XValidation:rule="has(self.trigger.intent) != has(self.trigger.condition)",message="trigger must set exactly one of intent or condition"
-// +kubebuilder:validation:XValidation:rule="self.to != '*'",message="to must name a pathway, not \"*\""
 type GlobalTransition struct {
 	// name identifies the transition in status, events and metrics.
 	// +required
@@ -182,14 +186,17 @@ type GlobalTransition struct {
 	// from is the pathway the rule applies in, or "*" for any pathway.
 	// +optional
 	// +kubebuilder:default="*"
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$`
+	// +kubebuilder:validation:XValidation:rule="self == '*' || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="from must be \"*\" or a pathway name (a DNS label)"
 	From string `json:"from,omitempty"`
 
 	// to is the pathway the Session moves to.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self != '*'",message="to must name a pathway: \"*\" is only allowed in from"
+	// +kubebuilder:validation:XValidation:rule="self == '*' || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="to must be a pathway name (a DNS label)"
 	To string `json:"to"`
 
 	// priority orders the rules: higher first, ties by declaration order.
@@ -210,6 +217,7 @@ type GlobalTransition struct {
 }
 
 // Trigger is exactly one of an intent or a CEL condition.
+// +kubebuilder:validation:XValidation:rule="has(self.intent) != has(self.condition)",message="trigger must set exactly one of intent or condition"
 type Trigger struct {
 	// intent fires on messages that match its patterns (or the LLM classifier).
 	// +optional
@@ -257,9 +265,8 @@ const (
 )
 
 // ContextUpdate edits one context field.
-// +kubebuilder:validation:XValidation:rule="self.op != 'Set' || has(self.value)",message="op Set needs value"
+// +kubebuilder:validation:XValidation:rule="self.op != 'Set' || !has(self.from)",message="op Set takes value, not from"
 // +kubebuilder:validation:XValidation:rule="self.op != 'Copy' || has(self.from)",message="op Copy needs from"
-// +kubebuilder:validation:XValidation:rule="self.op != 'Append' || has(self.from) != has(self.value)",message="op Append needs exactly one of from or value"
 type ContextUpdate struct {
 	// field is the context field to change.
 	// +required
@@ -271,6 +278,7 @@ type ContextUpdate struct {
 	Op ContextOp `json:"op"`
 	// from is the context field whose value is appended or copied.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	From string `json:"from,omitempty"`
 	// value is the literal value to set or append.
@@ -291,6 +299,9 @@ type IntentDetection struct {
 	// cacheTTL is how long a classification of the same message and intents is reused.
 	// Defaults to 5m.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="cacheTTL must be a positive duration such as 5m or 1h"
 	CacheTTL *metav1.Duration `json:"cacheTTL,omitempty"`
 }
 
@@ -324,6 +335,9 @@ type Limits struct {
 	RetryLimitPerPathway *int32 `json:"retryLimitPerPathway,omitempty"`
 	// sessionTimeout bounds a Session's age. Defaults to 24h.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="sessionTimeout must be a positive duration such as 30m or 24h"
 	SessionTimeout *metav1.Duration `json:"sessionTimeout,omitempty"`
 	// maxContextBytes caps the JSON size of the context. Exceeding it is an error,
 	// never a silent truncation. Defaults to 262144.
@@ -418,7 +432,8 @@ type Journey struct {
 type JourneyList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Journey `json:"items"`
+	// items are the Journeys.
+	Items []Journey `json:"items"`
 }
 
 func init() {

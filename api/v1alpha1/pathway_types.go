@@ -7,7 +7,8 @@ import (
 
 // PathwaySpec declares one pathway: what it does (its signature), who runs it, and
 // where the Session goes when a turn completes.
-// +kubebuilder:validation:XValidation:rule="self.executor != 'External' || !has(self.agents) || size(self.agents) == 0",message="an External pathway has no agents: its outcome is posted on the Session"
+// +kubebuilder:validation:XValidation:rule="self.executor != 'External' || !has(self.agents) || size(self.agents) == 0",fieldPath=".agents",message="an External pathway has no agents: its outcome is posted on the Session"
+// +kubebuilder:validation:XValidation:rule="self.executor != 'External' || !has(self.builtin)",fieldPath=".builtin",message="an External pathway has no builtin section: its outcome is posted on the Session"
 type PathwaySpec struct {
 	// signature is what the pathway does (seed 000 Layer 2): instructions, intent,
 	// guidelines, inputs and outputs. Agents are prompted from it.
@@ -64,6 +65,9 @@ type PathwaySpec struct {
 
 	// timeout bounds one turn's agent pipeline.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="timeout must be a positive duration such as 30s, 2m or 1m30s"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// transitions pick the next pathway by the turn's outcome (seed 004).
@@ -144,7 +148,7 @@ type SignatureField struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z_][A-Za-z0-9_]*$')",message="name must be an identifier: letters, digits and '_', not starting with a digit"
 	Name string `json:"name"`
 	// type is the field's JSON type. Defaults to string.
 	// +optional
@@ -203,16 +207,20 @@ type OutcomeTransitions struct {
 	OnUnclear *OutcomeTransition `json:"onUnclear,omitempty"`
 }
 
-// OutcomeTransition is either a fixed destination (`to`) or a decision.
-// +kubebuilder:validation:XValidation:rule="has(self.to) != has(self.decision)",message="set exactly one of to or decision"
-// +kubebuilder:validation:XValidation:rule="!has(self.action) || self.action != 'Close' || !has(self.to)",message="action Close takes no destination"
+// OutcomeTransition is either a fixed destination (`to`), a decision, or action Close
+// alone (the journey completes).
+// +kubebuilder:validation:XValidation:rule="(has(self.action) && self.action == 'Close') || has(self.to) != has(self.decision)",message="set exactly one of to or decision (or only action: Close to end the journey)"
+// +kubebuilder:validation:XValidation:rule="!has(self.action) || self.action != 'Close' || (!has(self.to) && !has(self.decision))",message="action Close ends the journey and takes neither to nor decision"
+// +kubebuilder:validation:XValidation:rule="!has(self.action) || !has(self.decision)",fieldPath=".action",message="with a decision, set the action in decision.action or in its rules"
 type OutcomeTransition struct {
 	// to is the destination pathway (the "string form").
 	// +optional
 	To Name `json:"to,omitempty"`
-	// action is what moving there means. Defaults to Advance (Retry when the destination
-	// is the current pathway).
+	// action is what moving there means: Advance, JumpBack, Retry, or Close (ends the
+	// journey; no to). Defaults to Advance (Retry when the destination is the current
+	// pathway). Block is reserved for the engine.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self != 'Block'",message="action Block is reserved for the engine (loop prevention and caps)"
 	Action Action `json:"action,omitempty"`
 	// decision asks rules, then a decision agent, to choose the destination.
 	// +optional
@@ -220,7 +228,7 @@ type OutcomeTransition struct {
 }
 
 // Decision lets rules or an agent choose among allowed destinations (seed 004).
-// +kubebuilder:validation:XValidation:rule="!has(self.rules) || self.rules.all(r, self.allowedDestinations.exists(d, d == r.to))",message="every rule's to must be one of allowedDestinations"
+// +kubebuilder:validation:XValidation:rule="!has(self.rules) || self.rules.all(r, r.to in self.allowedDestinations)",fieldPath=".rules",message="every rule's to must be one of allowedDestinations"
 type Decision struct {
 	// agent is the decision agent. Empty means the builtin provider.
 	// +optional
@@ -246,9 +254,10 @@ type Decision struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	Rules []DecisionRule `json:"rules,omitempty"`
-	// action is the action of the chosen destination. Defaults to Advance (Retry when
-	// the destination is the current pathway).
+	// action is the action of the chosen destination: Advance, JumpBack or Retry.
+	// Defaults to Advance (Retry when the destination is the current pathway).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self in ['Advance', 'JumpBack', 'Retry']",message="a decision's action must be Advance, JumpBack or Retry"
 	Action Action `json:"action,omitempty"`
 	// approvers, when set, restricts who may approve this decision (users or groups).
 	// +optional
@@ -257,7 +266,7 @@ type Decision struct {
 
 // ConfidenceThresholds (seed 004): confidence >= autoAdvance applies the decision,
 // >= requireApproval waits for approval, lower escalates.
-// +kubebuilder:validation:XValidation:rule="!has(self.autoAdvance) || !has(self.requireApproval) || double(self.autoAdvance) >= double(self.requireApproval)",message="autoAdvance must be greater than or equal to requireApproval"
+// +kubebuilder:validation:XValidation:rule="!(has(self.autoAdvance) ? self.autoAdvance : '0.8').matches('^[0-9]+([.][0-9]+)?$') || !(has(self.requireApproval) ? self.requireApproval : '0.6').matches('^[0-9]+([.][0-9]+)?$') || double(has(self.autoAdvance) ? self.autoAdvance : '0.8') >= double(has(self.requireApproval) ? self.requireApproval : '0.6')",message="autoAdvance must be greater than or equal to requireApproval (they default to 0.8 and 0.6)"
 type ConfidenceThresholds struct {
 	// autoAdvance: at or above it the decision applies. Defaults to "0.8".
 	// +optional
@@ -279,8 +288,9 @@ type DecisionRule struct {
 	// confidence is reported for this rule's decision. Defaults to "1".
 	// +optional
 	Confidence Confidence `json:"confidence,omitempty"`
-	// action overrides the decision's action for this rule.
+	// action overrides the decision's action for this rule: Advance, JumpBack or Retry.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self in ['Advance', 'JumpBack', 'Retry']",message="a rule's action must be Advance, JumpBack or Retry"
 	Action Action `json:"action,omitempty"`
 }
 
@@ -331,7 +341,7 @@ type BuiltinOutput struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z_][A-Za-z0-9_]*$')",message="name must be an identifier: letters, digits and '_', not starting with a digit"
 	Name string `json:"name"`
 	// expression is the CEL expression giving its value.
 	// +required
@@ -378,7 +388,8 @@ type Pathway struct {
 type PathwayList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Pathway `json:"items"`
+	// items are the Pathways.
+	Items []Pathway `json:"items"`
 }
 
 func init() {

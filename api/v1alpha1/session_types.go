@@ -6,7 +6,12 @@ import (
 )
 
 // SessionSpec is one user's run through a journey: the messages, External outcomes and
-// approvals sent to it. Messages and approvals are append-only.
+// approvals sent to it. Messages, outcomes and approvals are append-only.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.messages) || has(self.messages)",fieldPath=".messages",message="messages are append-only: they cannot be removed"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.outcomes) || has(self.outcomes)",fieldPath=".outcomes",message="outcomes are append-only: they cannot be removed"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.approvals) || has(self.approvals)",fieldPath=".approvals",message="approvals are append-only: they cannot be removed"
+// +kubebuilder:validation:XValidation:rule="has(self.initialContext) == has(oldSelf.initialContext)",fieldPath=".initialContext",message="initialContext is immutable"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",fieldPath=".cancel",message="cancel cannot be unset"
 type SessionSpec struct {
 	// journeyRef names the Journey in the Session's namespace. Immutable.
 	// +required
@@ -26,15 +31,16 @@ type SessionSpec struct {
 	// +listType=map
 	// +listMapKey=id
 	// +kubebuilder:validation:MaxItems=1000
-	// +kubebuilder:validation:XValidation:rule="oldSelf.all(m, self.exists(n, n == m))",message="messages are append-only: existing messages cannot change or be removed"
-	// +kubebuilder:validation:XValidation:rule="size(self) >= size(oldSelf) && oldSelf.all(m, self.indexOf(m) == oldSelf.indexOf(m))",message="messages are append-only: new messages go at the end"
+	// +kubebuilder:validation:XValidation:rule="size(self) >= size(oldSelf)",message="messages are append-only: existing messages cannot be removed"
+	// +kubebuilder:validation:XValidation:rule="oldSelf.all(i, m, i >= size(self) || self[i] == m)",message="messages are append-only: existing messages cannot change or move, new ones go at the end"
 	Messages []Message `json:"messages,omitempty"`
 
 	// outcomes are results posted by External executors.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=500
-	// +kubebuilder:validation:XValidation:rule="size(self) >= size(oldSelf) && oldSelf.all(o, self.indexOf(o) == oldSelf.indexOf(o))",message="outcomes are append-only: existing outcomes cannot change or be removed"
+	// +kubebuilder:validation:XValidation:rule="size(self) >= size(oldSelf)",message="outcomes are append-only: existing outcomes cannot be removed"
+	// +kubebuilder:validation:XValidation:rule="oldSelf.all(i, o, i >= size(self) || self[i] == o)",message="outcomes are append-only: existing outcomes cannot change or move, new ones go at the end"
 	Outcomes []ExternalOutcome `json:"outcomes,omitempty"`
 
 	// approvals answer decisions that wait in AwaitingApproval or Escalated.
@@ -42,7 +48,8 @@ type SessionSpec struct {
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=500
-	// +kubebuilder:validation:XValidation:rule="size(self) >= size(oldSelf) && oldSelf.all(a, self.indexOf(a) == oldSelf.indexOf(a))",message="approvals are append-only: existing approvals cannot change or be removed"
+	// +kubebuilder:validation:XValidation:rule="size(self) >= size(oldSelf)",message="approvals are append-only: existing approvals cannot be removed"
+	// +kubebuilder:validation:XValidation:rule="oldSelf.all(i, a, i >= size(self) || self[i] == a)",message="approvals are append-only: existing approvals cannot change or move, new ones go at the end"
 	Approvals []Approval `json:"approvals,omitempty"`
 
 	// suspend pauses the Session: no step runs while it is true.
@@ -57,6 +64,7 @@ type SessionSpec struct {
 	// ttlSecondsAfterFinished deletes the Session this long after it reached a terminal phase.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=31536000
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
@@ -66,6 +74,7 @@ type JourneyReference struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="name must be a Journey object name: lowercase letters, digits, '-' and '.'"
 	Name string `json:"name"`
 }
 
@@ -75,7 +84,7 @@ type Message struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][-A-Za-z0-9_.]*$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9][-A-Za-z0-9_.]*$')",message="id must start with a letter or digit and contain only letters, digits, '-', '_' and '.'"
 	ID string `json:"id"`
 	// text is what the user said.
 	// +required
@@ -92,6 +101,7 @@ type ExternalOutcome struct {
 	// iteration is the cycle the outcome is for; an outcome for another iteration is ignored.
 	// +required
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
 	Iteration int32 `json:"iteration"`
 	// resultType is success, failure, partial_success or unclear.
 	// +required
@@ -204,6 +214,7 @@ type SessionStatus struct {
 	// history keeps the last limits.maxHistory transitions; the full audit is the Event stream.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=500
 	History []HistoryEntry `json:"history,omitempty"`
 	// usage sums token usage and cost of all agent calls.
 	// +optional
@@ -608,7 +619,8 @@ type Session struct {
 type SessionList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Session `json:"items"`
+	// items are the Sessions.
+	Items []Session `json:"items"`
 }
 
 func init() {
