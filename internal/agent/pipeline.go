@@ -90,15 +90,18 @@ type pathwayResult struct {
 }
 
 // runAll runs every agent concurrently on req and returns the results in declared
-// order. The first failure cancels the others.
+// order. The first failure cancels the others. Each agent gets its own copy of the
+// Inputs and Context maps.
 func runAll(ctx context.Context, agents []Agent, req PathwayRequest) []pathwayResult {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make([]pathwayResult, len(agents))
 	var wg sync.WaitGroup
 	for i, a := range agents {
+		r := req
+		r.Inputs, r.Context = maps.Clone(req.Inputs), maps.Clone(req.Context)
 		wg.Go(func() {
-			resp, err := a.RunPathway(ctx, req)
+			resp, err := a.RunPathway(ctx, r)
 			results[i] = pathwayResult{resp, err}
 			if err != nil {
 				cancel()
