@@ -1,0 +1,367 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
+)
+
+const sayExample = `  # Send a message; its id (m-<n>) is printed
+  kubectl journey say patient-12345 "I need a cardiologist"
+
+  # Send a message and wait for the Session's reply
+  kubectl journey say patient-12345 "another option please" --wait --timeout 2m
+
+  # Choose the message id yourself; sending the same id and text again is a no-op
+  kubectl journey say patient-12345 "yes, book it" --id confirm-1 -n clinic`
+
+type sayOptions struct {
+	*Options
+	id      string
+	wait    bool
+	timeout time.Duration
+}
+
+func newSayCommand(o *Options) *cobra.Command {
+	so := &sayOptions{Options: o}
+	cmd := &cobra.Command{
+		Use:   "say SESSION TEXT",
+		Short: "Send a message to a Session",
+		Long: `Append a message to spec.messages of a Session.
+
+The message gets the id m-<n> (n is its position, from 1) unless --id is given; when that
+id is taken a short random suffix is added. Concurrent senders never overwrite each other:
+the append is conditional on the Session's resourceVersion and retried on conflict.
+
+With --wait the command waits until the Session has processed the message and stopped
+running, then prints the reply, the pathway, and the transitions the message caused. It
+fails when the Session fails, stalls, or does not answer within --timeout.`,
+		Example: sayExample,
+		Args:    exactArgs(2, "SESSION and TEXT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return so.run(cmd.Context(), args[0], args[1])
+		},
+	}
+	cmd.Flags().StringVar(&so.id, "id", "", "Message id (default m-<position>); letters, digits, '-', '_' and '.'")
+	cmd.Flags().BoolVar(&so.wait, "wait", false, "Wait for the Session to process the message and print the reply")
+	cmd.Flags().DurationVar(&so.timeout, "timeout", 60*time.Second, "How long --wait waits; 0 waits forever")
+	return cmd
+}
+
+func (so *sayOptions) run(ctx context.Context, name, text string) error {
+	if strings.TrimSpace(text) == "" {
+		return errors.New("TEXT must not be empty")
+	}
+	if len(text) > 8192 {
+		return fmt.Errorf("TEXT is %d bytes; a message holds at most 8192", len(text))
+	}
+	if so.id != "" {
+		if err := validateMessageID(so.id); err != nil {
+			return err
+		}
+	}
+	if so.timeout < 0 {
+		return errors.New("--timeout must not be negative")
+	}
+	key, err := so.sessionKey(name)
+	if err != nil {
+		return err
+	}
+	c, err := so.NewClient()
+	if err != nil {
+		return err
+	}
+	id, s, err := SendMessage(ctx, c, key, so.id, text)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(so.Out, "message %s sent to session/%s\n", id, name)
+	if s.Spec.Suspend {
+		fmt.Fprintf(so.ErrOut, "warning: session/%s is suspended; the message waits until spec.suspend is false\n", name)
+	}
+	if !so.wait {
+		return nil
+	}
+	waitCtx := ctx
+	if so.timeout > 0 {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(ctx, so.timeout)
+		defer cancel()
+	}
+	sentGen := s.Generation
+	var last *flowv1alpha1.Session
+	err = observeSession(waitCtx, c, key, so.PollInterval, func(s *flowv1alpha1.Session) (bool, error) {
+		last = s
+		return replyReady(s, id, sentGen), nil
+	})
+	if err != nil && last != nil && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("timed out after %s waiting for session/%s to process message %s: %s", so.timeout, name, id, progressSummary(last, id))
+	}
+	if err != nil {
+		return err
+	}
+	return printReply(so.Out, last, id)
+}
+
+// SendMessage appends a message with the given text to the Session key and returns the
+// message id and the patched Session. An empty id is generated (m-<n+1> for a Session
+// with n messages, with a random suffix if taken). Sending an id that already holds the
+// same text is a no-op, so a retried command does not send twice; the same id with other
+// text is an error.
+func SendMessage(ctx context.Context, c client.Client, key types.NamespacedName, id, text string) (string, *flowv1alpha1.Session, error) {
+	var sent string
+	s, err := appendToSession(ctx, c, key, "messages", func(s *flowv1alpha1.Session) (any, error) {
+		if id != "" {
+			for _, m := range s.Spec.Messages {
+				if m.ID != id {
+					continue
+				}
+				if m.Text == text {
+					sent = id
+					return nil, errAlreadyThere
+				}
+				return nil, fmt.Errorf("message id %q is already used in session/%s by another message", id, s.Name)
+			}
+			sent = id
+		} else {
+			sent = nextMessageID(s.Spec.Messages)
+		}
+		return flowv1alpha1.Message{ID: sent, Text: text}, nil
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return sent, s, nil
+}
+
+// nextMessageID is m-<n+1> for n messages, or that with a random suffix when taken.
+func nextMessageID(msgs []flowv1alpha1.Message) string {
+	used := make(map[string]bool, len(msgs))
+	for _, m := range msgs {
+		used[m.ID] = true
+	}
+	id := "m-" + strconv.Itoa(len(msgs)+1)
+	for used[id] {
+		id = fmt.Sprintf("m-%d-%s", len(msgs)+1, randomSuffix(5))
+	}
+	return id
+}
+
+func randomSuffix(n int) string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = alphabet[rand.IntN(len(alphabet))]
+	}
+	return string(b)
+}
+
+func validateMessageID(id string) error {
+	if len(id) > 64 {
+		return fmt.Errorf("--id %q is longer than 64 characters", id)
+	}
+	for i, r := range id {
+		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+		if alnum || (i > 0 && (r == '-' || r == '_' || r == '.')) {
+			continue
+		}
+		return fmt.Errorf("--id %q must start with a letter or digit and contain only letters, digits, '-', '_' and '.'", id)
+	}
+	return nil
+}
+
+func messageIndex(s *flowv1alpha1.Session, id string) int {
+	for i, m := range s.Spec.Messages {
+		if m.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// replyReady reports whether waiting for message id is over: the Session processed it
+// and stopped running, reached a terminal phase, or is stalled on a spec at least as new
+// as generation gen (the one that carries the message).
+func replyReady(s *flowv1alpha1.Session, id string, gen int64) bool {
+	if s.Status.Phase.IsTerminal() {
+		return true
+	}
+	if stalled(s) != nil && s.Status.ObservedGeneration >= gen {
+		return true
+	}
+	idx := messageIndex(s, id)
+	processed := idx >= 0 && int(s.Status.ProcessedMessages) > idx
+	return processed && s.Status.Phase != flowv1alpha1.PhaseRunning && s.Status.Phase != flowv1alpha1.PhasePending && s.Status.Phase != ""
+}
+
+func stalled(s *flowv1alpha1.Session) *metav1.Condition {
+	c := apimeta.FindStatusCondition(s.Status.Conditions, flowv1alpha1.ConditionStalled)
+	if c != nil && c.Status == metav1.ConditionTrue {
+		return c
+	}
+	return nil
+}
+
+// progressSummary says where a Session is, for timeouts.
+func progressSummary(s *flowv1alpha1.Session, id string) string {
+	phase := string(s.Status.Phase)
+	if phase == "" {
+		return "the Session has no status yet; is the journey-operator controller running?"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "phase %s, pathway %s, %d of %d messages processed", phase, orNone(s.Status.CurrentPathway), s.Status.ProcessedMessages, len(s.Spec.Messages))
+	if s.Spec.Suspend {
+		b.WriteString(", suspended")
+	}
+	if c := apimeta.FindStatusCondition(s.Status.Conditions, flowv1alpha1.ConditionReady); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
+		fmt.Fprintf(&b, " (%s: %s)", c.Reason, c.Message)
+	}
+	if s.Status.ObservedGeneration < s.Generation {
+		fmt.Fprintf(&b, "; the controller has not seen generation %d yet", s.Generation)
+	}
+	return b.String()
+}
+
+// printReply prints what message id led to: the reply, the pathway, the transitions it
+// caused and the phase. It returns an error when the Session failed or stalled.
+func printReply(w io.Writer, s *flowv1alpha1.Session, id string) error {
+	t := s.Status.LastTurn
+	switch {
+	case t != nil && t.MessageID == id && t.AssistantText != "":
+		writeField(w, "Reply", t.AssistantText)
+	case t != nil && t.MessageID == id:
+		writeField(w, "Reply", "<none>")
+	case t != nil && t.MessageID != "" && messageIndex(s, t.MessageID) > messageIndex(s, id):
+		writeField(w, "Reply", fmt.Sprintf("<superseded: the last turn answered message %s>", t.MessageID))
+	default:
+		writeField(w, "Reply", "<none>")
+	}
+	pathway := s.Status.CurrentPathway
+	if t != nil && t.MessageID == id && t.Pathway != "" && t.Pathway != pathway {
+		pathway = fmt.Sprintf("%s (answered in %s)", orNone(pathway), t.Pathway)
+	}
+	writeField(w, "Pathway", orNone(pathway))
+	for _, h := range s.Status.History {
+		if h.MessageID != id {
+			continue
+		}
+		writeField(w, "Transition", describeHistory(h))
+	}
+	if t != nil && t.MessageID == id {
+		for _, f := range t.Failures {
+			writeField(w, "Failure", describeFailure(f))
+		}
+	}
+	writeField(w, "Phase", orNone(string(s.Status.Phase)))
+	if d := pendingDecision(s); d != nil {
+		writeField(w, "Decision", describePending(s.Name, d))
+	}
+	if c := stalled(s); c != nil {
+		writeField(w, "Stalled", fmt.Sprintf("%s: %s", c.Reason, c.Message))
+		return fmt.Errorf("session/%s is stalled (%s): it makes no progress until someone changes it", s.Name, c.Reason)
+	}
+	switch s.Status.Phase {
+	case flowv1alpha1.PhaseFailed:
+		reason := ""
+		if c := apimeta.FindStatusCondition(s.Status.Conditions, flowv1alpha1.ConditionReady); c != nil && c.Message != "" {
+			reason = ": " + c.Message
+		}
+		return fmt.Errorf("session/%s failed%s", s.Name, reason)
+	case flowv1alpha1.PhaseCancelled:
+		return fmt.Errorf("session/%s was cancelled", s.Name)
+	}
+	return nil
+}
+
+func describeHistory(h flowv1alpha1.HistoryEntry) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s -> %s", orNone(h.From), orNone(h.To))
+	var parts []string
+	if h.Transition != "" {
+		parts = append(parts, "via "+h.Transition)
+	}
+	if h.Action != "" {
+		parts = append(parts, string(h.Action))
+	}
+	if h.Source != "" {
+		parts = append(parts, "by "+string(h.Source))
+	}
+	if h.Confidence != "" {
+		parts = append(parts, "confidence "+string(h.Confidence))
+	}
+	if len(parts) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(parts, ", "))
+	}
+	if h.Reason != "" {
+		fmt.Fprintf(&b, ": %s", oneLine(h.Reason))
+	}
+	return b.String()
+}
+
+func describeFailure(f flowv1alpha1.Failure) string {
+	s := fmt.Sprintf("%s/%s", f.Source, f.Kind)
+	if f.Component != "" {
+		s += " in " + f.Component
+	}
+	if f.Message != "" {
+		s += ": " + oneLine(f.Message)
+	}
+	return s
+}
+
+func describePending(session string, d *flowv1alpha1.DecisionRecord) string {
+	s := fmt.Sprintf("%s is %s: %s -> %s", d.ID, d.State, orNone(d.From), orNone(d.To))
+	if d.Confidence != "" {
+		s += fmt.Sprintf(" (confidence %s)", d.Confidence)
+	}
+	s += fmt.Sprintf("; run 'kubectl journey approve %s'", session)
+	if len(d.AllowedDestinations) > 0 {
+		s += fmt.Sprintf(" (--to one of %s, or --reject)", strings.Join(d.AllowedDestinations, ", "))
+	}
+	return s
+}
+
+// writeField writes "Name:  value" in kubectl describe style, indenting continuation lines.
+func writeField(w io.Writer, name, value string) {
+	const width = 12
+	label := name + ":"
+	lines := strings.Split(strings.TrimRight(value, "\n"), "\n")
+	fmt.Fprintf(w, "%-*s%s\n", width, label, lines[0])
+	for _, l := range lines[1:] {
+		fmt.Fprintf(w, "%*s%s\n", width, "", l)
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// exactArgs is cobra.ExactArgs with a message naming the arguments.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return fmt.Errorf("%s takes %s (got %d arguments); see '%s --help'", cmd.Name(), what, len(args), cmd.CommandPath())
+		}
+		return nil
+	}
+}

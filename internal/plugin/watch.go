@@ -1,0 +1,232 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
+)
+
+const watchExample = `  # Follow a Session until it completes, fails or is cancelled
+  kubectl journey watch patient-12345
+
+  # Give up after five minutes
+  kubectl journey watch deploy-42 --timeout 5m -n ci`
+
+type watchOptions struct {
+	*Options
+	timeout time.Duration
+}
+
+func newWatchCommand(o *Options) *cobra.Command {
+	wo := &watchOptions{Options: o}
+	cmd := &cobra.Command{
+		Use:   "watch SESSION",
+		Short: "Follow a Session as it runs",
+		Long: `Print a line each time a Session's phase, pathway, iteration, confidence, last reply
+or stall reason changes, until it reaches a terminal phase (Completed, Failed or
+Cancelled), --timeout passes, or you interrupt it.`,
+		Example: watchExample,
+		Args:    exactArgs(1, "SESSION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return wo.run(cmd.Context(), args[0])
+		},
+	}
+	cmd.Flags().DurationVar(&wo.timeout, "timeout", 0, "Stop watching after this long; 0 watches until the Session ends")
+	return cmd
+}
+
+func (wo *watchOptions) run(ctx context.Context, name string) error {
+	if wo.timeout < 0 {
+		return errors.New("--timeout must not be negative")
+	}
+	key, err := wo.sessionKey(name)
+	if err != nil {
+		return err
+	}
+	c, err := wo.NewClient()
+	if err != nil {
+		return err
+	}
+	if wo.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wo.timeout)
+		defer cancel()
+	}
+	p := &watchPrinter{out: wo.Out}
+	err = observeSession(ctx, c, key, wo.PollInterval, func(s *flowv1alpha1.Session) (bool, error) {
+		p.print(s, time.Now())
+		return s.Status.Phase.IsTerminal(), nil
+	})
+	if errors.Is(err, context.DeadlineExceeded) && wo.timeout > 0 {
+		return fmt.Errorf("session/%s did not finish within %s", name, wo.timeout)
+	}
+	return err
+}
+
+// watchPrinter prints one line per visible change of a Session.
+type watchPrinter struct {
+	out    io.Writer
+	header bool
+	last   string
+}
+
+// watchColumns are the columns of watch lines; REPLY takes the rest of the line.
+const watchFormat = "%-8s  %-16s  %-20s  %-9s  %-10s  %s\n"
+
+func (p *watchPrinter) print(s *flowv1alpha1.Session, now time.Time) {
+	line := WatchLine(s)
+	if line == p.last {
+		return
+	}
+	p.last = line
+	if !p.header {
+		p.header = true
+		fmt.Fprintf(p.out, watchFormat, "TIME", "PHASE", "PATHWAY", "ITERATION", "CONFIDENCE", "LAST REPLY")
+	}
+	fmt.Fprintf(p.out, "%-8s  %s", now.Format("15:04:05"), line)
+}
+
+// WatchLine is the watch line of a Session without its time: phase, pathway, iteration,
+// confidence and the last reply (or, when stalled, why).
+func WatchLine(s *flowv1alpha1.Session) string {
+	st := s.Status
+	phase := orNone(string(st.Phase))
+	if s.Spec.Suspend && !st.Phase.IsTerminal() {
+		phase += "(suspended)"
+	}
+	last := "<none>"
+	if t := st.LastTurn; t != nil && t.AssistantText != "" {
+		last = truncate(oneLine(t.AssistantText), 80)
+		if t.MessageID != "" {
+			last = t.MessageID + ": " + last
+		}
+	}
+	if c := stalled(s); c != nil {
+		last = fmt.Sprintf("stalled: %s: %s", c.Reason, truncate(oneLine(c.Message), 80))
+	} else if d := pendingDecision(s); d != nil {
+		last = fmt.Sprintf("decision %s %s -> %s awaits approval", d.ID, orNone(d.From), orNone(d.To))
+	}
+	iter := "<none>"
+	if st.Iteration > 0 {
+		iter = fmt.Sprint(st.Iteration)
+	}
+	return fmt.Sprintf(watchFormat[len("%-8s  "):], phase, orNone(st.CurrentPathway), iter, orNone(string(st.Confidence)), last)
+}
+
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// observeSession calls fn with the Session key now and after every change, until fn
+// returns true or an error, or ctx ends. It watches the Session; when the API server
+// refuses a watch it polls every interval instead.
+func observeSession(ctx context.Context, c client.WithWatch, key types.NamespacedName, interval time.Duration,
+	fn func(*flowv1alpha1.Session) (bool, error)) error {
+	for {
+		s := &flowv1alpha1.Session{}
+		if err := c.Get(ctx, key, s); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("getting session %s: %w", describeKey(key), err)
+		}
+		if done, err := fn(s); done || err != nil {
+			return err
+		}
+		w, err := c.Watch(ctx, &flowv1alpha1.SessionList{}, &client.ListOptions{
+			Namespace:     key.Namespace,
+			FieldSelector: fields.OneTermEqualSelector("metadata.name", key.Name),
+			Raw:           &metav1.ListOptions{ResourceVersion: s.ResourceVersion, AllowWatchBookmarks: true},
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return pollSession(ctx, c, key, interval, fn)
+		}
+		done, err := drainWatch(ctx, w, key, fn)
+		w.Stop()
+		if done || err != nil {
+			return err
+		}
+		// The watch ended (server timeout, expired resourceVersion): read again and
+		// rewatch, after a pause so a server that keeps closing watches is not hammered.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+}
+
+func drainWatch(ctx context.Context, w watch.Interface, key types.NamespacedName, fn func(*flowv1alpha1.Session) (bool, error)) (bool, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return true, ctx.Err()
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return false, nil
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				s, ok := ev.Object.(*flowv1alpha1.Session)
+				if !ok {
+					continue
+				}
+				if done, err := fn(s); done || err != nil {
+					return true, err
+				}
+			case watch.Deleted:
+				return true, fmt.Errorf("session %s was deleted", describeKey(key))
+			case watch.Error:
+				return false, nil
+			}
+		}
+	}
+}
+
+func pollSession(ctx context.Context, c client.Client, key types.NamespacedName, interval time.Duration,
+	fn func(*flowv1alpha1.Session) (bool, error)) error {
+	if interval <= 0 {
+		interval = 500 * time.Millisecond
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		s := &flowv1alpha1.Session{}
+		if err := c.Get(ctx, key, s); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if apierrors.IsNotFound(err) {
+				return fmt.Errorf("session %s was deleted", describeKey(key))
+			}
+			continue
+		}
+		if done, err := fn(s); done || err != nil {
+			return err
+		}
+	}
+}
