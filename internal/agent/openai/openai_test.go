@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"math"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -468,5 +471,30 @@ func TestSchemaPerCall(t *testing.T) {
 		if got := stringList(path(schema, "properties", "destination", "enum")); !reflect.DeepEqual(got, want) {
 			t.Errorf("call %d: enum %v, want %v", i+1, got, want)
 		}
+	}
+}
+
+// TestConnectionsAreReused: consecutive calls share one pooled connection (the answer
+// is read to the end), so a busy operator does not open a connection per call.
+func TestConnectionsAreReused(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		completion(w, decisionJSON("booking", 1), 1, 1)
+	}))
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	a := newTestAgent(t, testSpec(srv.URL+"/v1"), &sleeper{})
+	for range 20 {
+		if _, err := a.Decide(context.Background(), decisionReq("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for 20 sequential calls, want 1", n)
 	}
 }
