@@ -1,0 +1,246 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+)
+
+// settle sets the phase of a Session that is not blocked, suspended or finished, and
+// makes the conditions agree with it. It is a function of the status alone (and
+// spec.suspend), so a step with nothing to do changes nothing.
+func (r *run) settle() {
+	st := r.st
+	_, blocked := Blocked(st)
+	if !st.Phase.IsTerminal() && !blocked && !r.suspended && st.Phase != "" && st.Phase != flowv1.PhasePending && !r.awaiting() {
+		if r.hasWork() {
+			st.Phase = flowv1.PhaseRunning
+		} else {
+			st.Phase = flowv1.PhaseWaitingForInput
+		}
+	}
+	r.conditions(blocked)
+}
+
+func (r *run) conditions(blocked bool) {
+	st := r.st
+	var (
+		ready       = metav1.ConditionTrue
+		reason, msg string
+		reconciling bool
+		input       bool
+		approval    bool
+	)
+	cur := st.CurrentPathway
+	switch {
+	case st.Phase == flowv1.PhaseCompleted:
+		reason, msg = flowv1.ReasonCompleted, fmt.Sprintf("The journey completed in pathway %s", cur)
+	case st.Phase == flowv1.PhaseFailed:
+		ready, reason, msg = metav1.ConditionFalse, r.readyReason, r.readyMessage
+		if reason == "" {
+			reason, msg = flowv1.ReasonFailed, "The journey failed"
+		}
+	case st.Phase == flowv1.PhaseCancelled:
+		ready, reason, msg = metav1.ConditionFalse, flowv1.ReasonCancelled, "The session was cancelled"
+	case r.suspended:
+		ready, reason, msg = metav1.ConditionFalse, flowv1.ReasonSuspended, "The session is suspended"
+	case blocked:
+		c := apimeta.FindStatusCondition(st.Conditions, flowv1.ConditionStalled)
+		ready, reason, msg = metav1.ConditionFalse, c.Reason, c.Message
+	case st.Phase == flowv1.PhaseAwaitingApproval:
+		approval = true
+		reason, msg = flowv1.ReasonAwaitingApproval, approvalMessage(st)
+	case st.Phase == flowv1.PhaseEscalated:
+		approval = true
+		ready, reason, msg = metav1.ConditionFalse, flowv1.ReasonEscalated, approvalMessage(st)
+	case st.Phase == flowv1.PhaseRunning:
+		reconciling = true
+		reason, msg = flowv1.ReasonProgressing, fmt.Sprintf("Working in pathway %s", cur)
+	case st.Phase == flowv1.PhaseWaitingForInput:
+		input = true
+		reason, msg = flowv1.ReasonWaitingForInput, fmt.Sprintf("Waiting for a message in pathway %s", cur)
+		if r.external() {
+			msg = fmt.Sprintf("Waiting for the outcome of External pathway %s, iteration %d", cur, st.Iteration)
+		}
+	default:
+		return // Pending: the controller owns the conditions until the first step
+	}
+	setCondition(st, flowv1.ConditionReady, ready, reason, msg, r.now)
+	if reconciling {
+		setCondition(st, flowv1.ConditionReconciling, metav1.ConditionTrue, flowv1.ReasonProgressing, msg, r.now)
+	} else {
+		apimeta.RemoveStatusCondition(&st.Conditions, flowv1.ConditionReconciling)
+	}
+	if !blocked {
+		apimeta.RemoveStatusCondition(&st.Conditions, flowv1.ConditionStalled)
+	}
+	if input {
+		setCondition(st, flowv1.ConditionAwaitingInput, metav1.ConditionTrue, flowv1.ReasonWaitingForInput, msg, r.now)
+	} else if apimeta.FindStatusCondition(st.Conditions, flowv1.ConditionAwaitingInput) != nil {
+		setCondition(st, flowv1.ConditionAwaitingInput, metav1.ConditionFalse, reason, "Not waiting for input", r.now)
+	}
+	if approval {
+		setCondition(st, flowv1.ConditionAwaitingApproval, metav1.ConditionTrue, reason, msg, r.now)
+	} else if apimeta.FindStatusCondition(st.Conditions, flowv1.ConditionAwaitingApproval) != nil {
+		setCondition(st, flowv1.ConditionAwaitingApproval, metav1.ConditionFalse, reason, "No decision waits for approval", r.now)
+	}
+}
+
+func approvalMessage(st *flowv1.SessionStatus) string {
+	d := st.LastDecision
+	if d == nil {
+		return "A decision waits for a person"
+	}
+	if st.Phase == flowv1.PhaseEscalated {
+		if d.To == "" {
+			return fmt.Sprintf("Decision %s in pathway %s was unclear; approve it with a destination among %s", d.ID, d.From, strings.Join(d.AllowedDestinations, ", "))
+		}
+		return fmt.Sprintf("Decision %s (%s -> %s) has confidence %s, below requireApproval; a person must decide", d.ID, d.From, d.To, d.Confidence)
+	}
+	return fmt.Sprintf("Decision %s (%s -> %s, confidence %s) waits for approval", d.ID, d.From, d.To, d.Confidence)
+}
+
+func setCondition(st *flowv1.SessionStatus, typ string, status metav1.ConditionStatus, reason, msg string, now metav1.Time) {
+	apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: truncate(msg, 1024), LastTransitionTime: now,
+	})
+}
+
+func capitalize(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	if n == 0 || unicode.IsUpper(r) {
+		return s
+	}
+	return string(unicode.ToUpper(r)) + s[n:]
+}
+
+// Event is a Kubernetes Event a step calls for.
+type Event struct {
+	// Type is Normal or Warning.
+	Type string
+	// Reason is a transition action or a condition reason.
+	Reason string
+	// Message is a sentence for people.
+	Message string
+}
+
+// Event types.
+const (
+	EventNormal  = "Normal"
+	EventWarning = "Warning"
+)
+
+// Event reasons besides the condition reasons and transition actions.
+const (
+	// ReasonStarted: the Session took its first step.
+	ReasonStarted = "Started"
+	// ReasonTurnFailed: a turn recorded failures (an agent error, a refused detour, an
+	// ignored approval).
+	ReasonTurnFailed = "TurnFailed"
+)
+
+// Events lists what happened between two statuses of a Session, for the controller to
+// emit: the start, every transition (reason: its action), a block (Warning, reason:
+// the Stalled reason), approvals asked for, escalations (Warning), failed turns
+// (Warning) and the end (Completed, Failed as Warning, Cancelled).
+func Events(old, cur *flowv1.SessionStatus) []Event {
+	if cur == nil {
+		return nil
+	}
+	if old == nil {
+		old = &flowv1.SessionStatus{}
+	}
+	var out []Event
+	if (old.Phase == "" || old.Phase == flowv1.PhasePending) && cur.Phase != "" && cur.Phase != flowv1.PhasePending && cur.StartTime != nil {
+		out = append(out, Event{EventNormal, ReasonStarted, fmt.Sprintf("Started in pathway %s on journey revision %s", cur.CurrentPathway, cur.JourneyRevision)})
+	}
+	if cur.Step > old.Step {
+		for _, h := range cur.History {
+			if h.Step <= old.Step || h.Action == flowv1.ActionBlock {
+				continue
+			}
+			out = append(out, Event{EventNormal, string(h.Action), historyMessage(h)})
+		}
+	}
+	if d := cur.LastDecision; d != nil && d.State == flowv1.DecisionEscalated && (old.LastDecision == nil || old.LastDecision.ID != d.ID || old.LastDecision.State != d.State) {
+		out = append(out, Event{EventWarning, flowv1.ReasonEscalated, fmt.Sprintf("Decision %s in pathway %s escalated (confidence %s): %s", d.ID, d.From, d.Confidence, d.Reasoning)})
+	}
+	if cur.Phase != old.Phase {
+		switch cur.Phase {
+		case flowv1.PhaseAwaitingApproval:
+			out = append(out, Event{EventNormal, flowv1.ReasonAwaitingApproval, approvalMessage(cur)})
+		case flowv1.PhaseCompleted:
+			out = append(out, Event{EventNormal, flowv1.ReasonCompleted, fmt.Sprintf("The journey completed in pathway %s", cur.CurrentPathway)})
+		case flowv1.PhaseFailed:
+			msg := "The journey failed"
+			reason := flowv1.ReasonFailed
+			if c := apimeta.FindStatusCondition(cur.Conditions, flowv1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
+				reason, msg = c.Reason, c.Message
+			}
+			out = append(out, Event{EventWarning, reason, msg})
+		case flowv1.PhaseCancelled:
+			out = append(out, Event{EventNormal, flowv1.ReasonCancelled, "The session was cancelled"})
+		}
+	}
+	if reason, blocked := Blocked(cur); blocked {
+		if was, wasBlocked := Blocked(old); !wasBlocked || was != reason {
+			c := apimeta.FindStatusCondition(cur.Conditions, flowv1.ConditionStalled)
+			out = append(out, Event{EventWarning, reason, c.Message})
+		}
+	}
+	if lt := cur.LastTurn; lt != nil && len(lt.Failures) > 0 && cur.Step > old.Step && !sameFailures(old.LastTurn, lt) {
+		_, blocked := Blocked(cur)
+		if !blocked && cur.Phase != flowv1.PhaseFailed {
+			msgs := make([]string, 0, len(lt.Failures))
+			for _, f := range lt.Failures {
+				msgs = append(msgs, fmt.Sprintf("%s %s %s: %s", f.Source, f.Kind, f.Component, f.Message))
+			}
+			out = append(out, Event{EventWarning, ReasonTurnFailed, truncate(fmt.Sprintf("Turn in pathway %s: %s", lt.Pathway, strings.Join(msgs, "; ")), 1024)})
+		}
+	}
+	return out
+}
+
+func sameFailures(a, b *flowv1.TurnOutcome) bool {
+	if a == nil || len(a.Failures) != len(b.Failures) || a.MessageID != b.MessageID || a.Trigger != b.Trigger {
+		return false
+	}
+	for i := range a.Failures {
+		if a.Failures[i] != b.Failures[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func historyMessage(h flowv1.HistoryEntry) string {
+	var b strings.Builder
+	switch h.Action {
+	case flowv1.ActionClose:
+		fmt.Fprintf(&b, "Closed the journey in %s", h.From)
+	case flowv1.ActionRetry:
+		fmt.Fprintf(&b, "Retrying %s", h.To)
+	case flowv1.ActionJumpBack:
+		fmt.Fprintf(&b, "%s -> %s: jumped back, iteration %d", h.From, h.To, h.Iteration)
+	default:
+		fmt.Fprintf(&b, "%s -> %s", h.From, h.To)
+	}
+	fmt.Fprintf(&b, " (%s %s", h.Source, h.Transition)
+	if h.Confidence != "" {
+		fmt.Fprintf(&b, ", confidence %s", h.Confidence)
+	}
+	b.WriteString(")")
+	if h.MessageID != "" {
+		fmt.Fprintf(&b, " on message %s", h.MessageID)
+	}
+	if h.Reason != "" {
+		fmt.Fprintf(&b, ": %s", h.Reason)
+	}
+	return b.String()
+}

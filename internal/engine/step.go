@@ -1,0 +1,475 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/agent"
+)
+
+// Input is everything a step depends on.
+type Input struct {
+	// Spec is the Session's spec: messages, outcomes, approvals, suspend and cancel.
+	Spec *flowv1.SessionSpec
+	// Status is the Session's current status. Step never modifies it.
+	Status *flowv1.SessionStatus
+	// Now is the step's clock.
+	Now time.Time
+	// SessionName and SessionUID identify the Session (the name is visible to CEL and
+	// agents as session.name).
+	SessionName, SessionUID string
+	// CreationTime starts the session timeout (status.startTime when zero).
+	CreationTime time.Time
+}
+
+// Step takes one step of a Session: at most one unit of work (one message, External
+// outcome, entry run or approval, with its routing, pathway run and decision), applied
+// inline as far as builtin agents allow and stopped at the first remote agent call,
+// which it returns as the Effect. It is pure: it reads nothing but its arguments and
+// never modifies them; the same inputs give the same outputs. When there is nothing to
+// do it returns a status deep-equal to in.Status and no effect.
+func Step(snap *Snapshot, in Input) (*flowv1.SessionStatus, *Effect) {
+	old := in.Status
+	if old == nil {
+		old = &flowv1.SessionStatus{}
+	}
+	spec := in.Spec
+	if spec == nil {
+		spec = &flowv1.SessionSpec{}
+	}
+	r := &run{
+		snap: snap,
+		in:   in,
+		spec: spec,
+		old:  old,
+		st:   old.DeepCopy(),
+		now:  metav1.NewTime(in.Now),
+		step: old.Step + 1,
+	}
+	terminal := old.Phase.IsTerminal()
+	eff := r.do()
+	if !terminal {
+		r.settle()
+	}
+	changed := !equality.Semantic.DeepEqual(r.st, old)
+	if !changed && eff == nil {
+		return old.DeepCopy(), nil
+	}
+	if changed {
+		r.st.Step = old.Step + 1
+	}
+	if eff != nil && eff.Decision != nil {
+		eff.Decision.ID = decisionID(r.st.Step)
+	}
+	return r.st, eff
+}
+
+func decisionID(step int64) string { return fmt.Sprintf("d-%d", step) }
+
+// run is the state of one step.
+type run struct {
+	snap *Snapshot
+	in   Input
+	spec *flowv1.SessionSpec
+	old  *flowv1.SessionStatus
+	st   *flowv1.SessionStatus
+	now  metav1.Time
+	step int64 // the number this step gets if it changes the status
+
+	pending *flowv1.EffectRecord // the journaled answer, until a stage consumes it
+	ctx     map[string]any       // the decoded context, once needed
+
+	suspended bool
+	// readyReason and readyMessage explain a failure in the Ready condition.
+	readyReason, readyMessage string
+}
+
+func (r *run) do() *Effect {
+	st := r.st
+	if st.Phase.IsTerminal() {
+		return nil
+	}
+	if r.spec.Cancel {
+		r.cancel()
+		return nil
+	}
+	if r.spec.Suspend {
+		r.suspended = true
+		return nil
+	}
+	if st.Phase == "" || st.Phase == flowv1.PhasePending {
+		if !r.start() {
+			return nil
+		}
+	}
+	if r.blocked() {
+		return nil
+	}
+	r.pending, st.PendingEffect = st.PendingEffect, nil
+	if r.timedOut() {
+		r.block(flowv1.ReasonSessionTimeout, flowv1.FinishDeadline, nil,
+			fmt.Sprintf("the session ran longer than its timeout of %s", r.snap.lim.timeout))
+		return nil
+	}
+	if st.Turn != nil {
+		return r.drive()
+	}
+	if r.awaiting() {
+		if r.approvalsPending() {
+			r.approval()
+		}
+		return nil
+	}
+	if r.approvalsPending() {
+		r.approval()
+		return nil
+	}
+	return r.startTurn()
+}
+
+// start begins the Session in the entry pathway. It reports whether the Session can go on.
+func (r *run) start() bool {
+	st := r.st
+	st.Phase = flowv1.PhaseRunning
+	st.CurrentPathway = string(r.snap.journey.EntryPathway)
+	st.Iteration = 1
+	st.StartTime = &r.now
+	st.JourneyRevision = r.snap.revision
+	var raw []byte
+	if r.spec.InitialContext != nil {
+		raw = r.spec.InitialContext.Raw
+	}
+	ctx, err := decodeObject(raw)
+	if err != nil {
+		r.fail(flowv1.ReasonInvalidSpec, fmt.Sprintf("spec.initialContext: %v", err), nil)
+		return false
+	}
+	if n := sizeOf(ctx); n > r.snap.lim.contextBytes {
+		r.fail(flowv1.ReasonContextTooLarge, fmt.Sprintf("spec.initialContext is %d bytes, over maxContextBytes %d", n, r.snap.lim.contextBytes), nil)
+		return false
+	}
+	r.ctx = ctx
+	st.Context = nil
+	if len(ctx) > 0 {
+		st.Context = toJSON(ctx)
+	}
+	return true
+}
+
+func (r *run) cancel() {
+	st := r.st
+	st.Phase = flowv1.PhaseCancelled
+	st.CompletionTime = &r.now
+	st.PendingEffect = nil
+	if st.Turn != nil {
+		st.Turn = nil
+		if st.LastTurn != nil {
+			st.LastTurn.FinishReason = flowv1.FinishCancelled
+		}
+	}
+	r.readyReason, r.readyMessage = flowv1.ReasonCancelled, "The session was cancelled"
+}
+
+// blockReasons are the Stalled reasons the engine sets: the Session stays blocked until
+// it is cancelled. Other Stalled reasons (set by the controller) do not stop the engine.
+var blockReasons = map[string]bool{
+	flowv1.ReasonLoopDetected:    true,
+	flowv1.ReasonTurnLimit:       true,
+	flowv1.ReasonIterationLimit:  true,
+	flowv1.ReasonTransitionLimit: true,
+	flowv1.ReasonRetryLimit:      true,
+	flowv1.ReasonSessionTimeout:  true,
+	flowv1.ReasonBudgetExceeded:  true,
+}
+
+// Blocked reports whether the engine has blocked the Session (a cap or loop
+// prevention), and why. A blocked Session takes no more steps until it is cancelled.
+func Blocked(st *flowv1.SessionStatus) (reason string, blocked bool) {
+	for _, c := range st.Conditions {
+		if c.Type == flowv1.ConditionStalled && c.Status == metav1.ConditionTrue && blockReasons[c.Reason] {
+			return c.Reason, true
+		}
+	}
+	return "", false
+}
+
+func (r *run) blocked() bool {
+	_, b := Blocked(r.st)
+	return b
+}
+
+func (r *run) timedOut() bool {
+	start := r.in.CreationTime
+	if start.IsZero() && r.st.StartTime != nil {
+		start = r.st.StartTime.Time
+	}
+	if start.IsZero() {
+		return false
+	}
+	return r.in.Now.After(r.snap.Deadline(start))
+}
+
+func (r *run) overBudget() (string, bool) {
+	l := r.snap.lim
+	u := r.st.Usage
+	if l.maxTokens > 0 && u.PromptTokens+u.CompletionTokens >= l.maxTokens {
+		return fmt.Sprintf("%d tokens used, budget is %d", u.PromptTokens+u.CompletionTokens, l.maxTokens), true
+	}
+	if l.maxCost > 0 {
+		if c, _ := parseNano(u.CostUSD); c >= l.maxCost {
+			return fmt.Sprintf("USD %s spent, budget is %s", formatNano(c), formatNano(l.maxCost)), true
+		}
+	}
+	return "", false
+}
+
+func (r *run) awaiting() bool {
+	return r.st.Phase == flowv1.PhaseAwaitingApproval || r.st.Phase == flowv1.PhaseEscalated
+}
+
+func (r *run) approvalsPending() bool {
+	return int(r.st.ProcessedApprovals) < len(r.spec.Approvals)
+}
+
+func (r *run) current() *flowv1.PathwaySpec {
+	return r.snap.pathways[r.st.CurrentPathway]
+}
+
+// entryDue reports whether the current pathway runs on entry and has not run yet.
+func (r *run) entryDue() bool {
+	p := r.current()
+	return p != nil && p.RunOn == flowv1.RunOnEntry && p.Executor != flowv1.ExecutorExternal && r.st.PathwayTurns == 0
+}
+
+func (r *run) external() bool {
+	p := r.current()
+	return p != nil && p.Executor == flowv1.ExecutorExternal
+}
+
+// hasWork reports whether a step on the current status would act.
+func (r *run) hasWork() bool {
+	st := r.st
+	if st.Turn != nil || st.PendingEffect != nil || r.approvalsPending() {
+		return true
+	}
+	if r.awaiting() {
+		return false
+	}
+	if r.entryDue() {
+		return true
+	}
+	if r.external() && int(st.ProcessedOutcomes) < len(r.spec.Outcomes) {
+		return true
+	}
+	return int(st.ProcessedMessages) < len(r.spec.Messages)
+}
+
+// startTurn starts the next turn, if any: an entry run, an External outcome or a message.
+func (r *run) startTurn() *Effect {
+	st := r.st
+	if r.current() == nil {
+		r.fail(flowv1.ReasonInvalidSpec, fmt.Sprintf("pathway %q is not in journey revision %s", st.CurrentPathway, r.snap.revision), nil)
+		return nil
+	}
+	var (
+		trigger flowv1.TurnTrigger
+		outcome = -1
+		msg     *flowv1.Message
+	)
+	switch {
+	case r.entryDue():
+		trigger = flowv1.TurnEntry
+	case r.external() && int(st.ProcessedOutcomes) < len(r.spec.Outcomes):
+		// Outcomes for another pathway or iteration are stale: skip them.
+		for i := int(st.ProcessedOutcomes); i < len(r.spec.Outcomes); i++ {
+			o := r.spec.Outcomes[i]
+			if string(o.Pathway) == st.CurrentPathway && o.Iteration == st.Iteration {
+				outcome = i
+				break
+			}
+			st.ProcessedOutcomes = int32(i + 1)
+		}
+		if outcome < 0 {
+			return nil
+		}
+		trigger = flowv1.TurnExternalOutcome
+	case int(st.ProcessedMessages) < len(r.spec.Messages):
+		msg = &r.spec.Messages[st.ProcessedMessages]
+		trigger = flowv1.TurnMessage
+	default:
+		return nil
+	}
+	if int(st.Turns) >= r.snap.lim.turns {
+		r.block(flowv1.ReasonTurnLimit, flowv1.FinishTurnLimit, nil, fmt.Sprintf("the session reached maxTurns %d", r.snap.lim.turns))
+		return nil
+	}
+	if why, over := r.overBudget(); over {
+		r.block(flowv1.ReasonBudgetExceeded, flowv1.FinishBudgetExceeded, nil, why)
+		return nil
+	}
+	st.Turns++
+	prev := st.LastTurn
+	st.LastTurn = &flowv1.TurnOutcome{Trigger: trigger, Pathway: st.CurrentPathway}
+	st.Turn = &flowv1.TurnProgress{Trigger: trigger, Pathway: st.CurrentPathway}
+	switch trigger {
+	case flowv1.TurnEntry:
+		st.Turn.Stage = flowv1.StageRun
+	case flowv1.TurnExternalOutcome:
+		o := r.spec.Outcomes[outcome]
+		st.ProcessedOutcomes = int32(outcome + 1)
+		st.Turn.Stage = flowv1.StageRun
+		outputs, err := decodeJSON(o.Data)
+		if err != nil {
+			r.turnFailed(flowv1.Failure{Source: flowv1.FailureTool, Component: st.CurrentPathway, Kind: flowv1.FailureValidation,
+				Message: fmt.Sprintf("outcome %d data: %v", outcome, err)})
+			return nil
+		}
+		r.applyResult(agent.PathwayResponse{Reply: o.Message, Outputs: outputs, ResultType: o.ResultType, Complete: true}, nil)
+	case flowv1.TurnMessage:
+		st.ProcessedMessages++
+		st.LastTurn.MessageID = msg.ID
+		st.Turn.MessageID = msg.ID
+		st.Turn.Stage = flowv1.StageRoute
+		// Conditions see the previous turn's outputs; keep them while routing waits.
+		if prev != nil && prev.Outputs != nil {
+			st.Turn.Outputs = prev.Outputs.DeepCopy()
+		}
+	}
+	return r.drive()
+}
+
+// drive runs the turn in progress through its stages until it ends or waits on an agent.
+func (r *run) drive() *Effect {
+	for r.st.Turn != nil {
+		var eff *Effect
+		switch r.st.Turn.Stage {
+		case flowv1.StageRoute:
+			eff = r.route()
+		case flowv1.StageRun:
+			eff = r.runPathway()
+		case flowv1.StageDecide:
+			eff = r.decideStage()
+		default:
+			r.endTurn()
+		}
+		if eff != nil {
+			return eff
+		}
+	}
+	return nil
+}
+
+// remote returns the journaled answer to req when there is one for exactly this
+// request, else the effect that asks for it (or nil, having blocked the Session, when
+// the budget is spent).
+func (r *run) remote(kind flowv1.EffectKind, agents []flowv1.AgentSpec, pipeline flowv1.Pipeline, req any) (*flowv1.EffectRecord, *Effect) {
+	eff := newEffect(kind, agents, pipeline, req)
+	if p := r.pending; p != nil && p.Kind == kind && p.InputHash == eff.InputHash {
+		r.pending = nil
+		return p, nil
+	}
+	// A journaled answer to another question is stale: it is dropped and asked again.
+	r.pending = nil
+	if why, over := r.overBudget(); over {
+		r.block(flowv1.ReasonBudgetExceeded, flowv1.FinishBudgetExceeded, nil, why)
+		return nil, nil
+	}
+	return nil, eff
+}
+
+// endTurn finishes the turn in progress.
+func (r *run) endTurn() {
+	r.st.Turn = nil
+	if lt := r.st.LastTurn; lt != nil && lt.FinishReason == "" {
+		lt.FinishReason = flowv1.FinishSuccess
+	}
+}
+
+// addFailure records a failure in the turn's outcome.
+func (r *run) addFailure(f flowv1.Failure) {
+	if r.st.LastTurn == nil {
+		r.st.LastTurn = &flowv1.TurnOutcome{Pathway: r.st.CurrentPathway}
+	}
+	r.st.LastTurn.Failures = append(r.st.LastTurn.Failures, f)
+}
+
+// recoverable applies the journey's errorRecovery to a recoverable failure: FailFast
+// fails the Session (reason), Graceful records it. It reports whether the Session goes on.
+func (r *run) recoverable(reason string, f flowv1.Failure) bool {
+	if r.snap.journey.ErrorRecovery == flowv1.ErrorRecoveryFailFast {
+		r.fail(reason, f.Message, &f)
+		return false
+	}
+	r.addFailure(f)
+	return true
+}
+
+// fail ends the Session as Failed.
+func (r *run) fail(reason, msg string, f *flowv1.Failure) {
+	st := r.st
+	if f != nil {
+		r.addFailure(*f)
+	}
+	if st.LastTurn != nil {
+		st.LastTurn.FinishReason = flowv1.FinishError
+	}
+	st.Turn = nil
+	st.Phase = flowv1.PhaseFailed
+	st.CompletionTime = &r.now
+	r.readyReason, r.readyMessage = reason, msg
+}
+
+// block stops the Session: Stalled with reason, phase unchanged (Running when it was
+// Pending). A proposed move that was refused is recorded in history as a Block.
+func (r *run) block(reason string, finish flowv1.FinishReason, proposed *move, msg string) {
+	st := r.st
+	if st.Turn == nil || st.LastTurn == nil {
+		st.LastTurn = &flowv1.TurnOutcome{Pathway: st.CurrentPathway}
+	}
+	st.Turn = nil
+	st.LastTurn.FinishReason = finish
+	st.LastTurn.Failures = append(st.LastTurn.Failures, flowv1.Failure{Source: flowv1.FailurePolicy, Component: "engine", Kind: flowv1.FailurePolicyKind, Message: msg})
+	h := flowv1.HistoryEntry{Time: r.now, Step: r.step, From: st.CurrentPathway, Action: flowv1.ActionBlock, Source: flowv1.SourceCap,
+		Iteration: st.Iteration, MessageID: st.LastTurn.MessageID, Reason: reason + ": " + msg}
+	if proposed != nil {
+		h.To, h.Transition, h.Confidence = proposed.to, proposed.transition, proposed.confidence
+	}
+	r.appendHistory(h)
+	setCondition(st, flowv1.ConditionStalled, metav1.ConditionTrue, reason, capitalize(msg), r.now)
+	if st.Phase == "" || st.Phase == flowv1.PhasePending {
+		st.Phase = flowv1.PhaseRunning
+	}
+}
+
+func (r *run) appendHistory(h flowv1.HistoryEntry) {
+	st := r.st
+	st.History = append(st.History, h)
+	if n := len(st.History) - r.snap.lim.history; n > 0 {
+		st.History = append([]flowv1.HistoryEntry(nil), st.History[n:]...)
+	}
+}
+
+// sessionInfo is what agents and CEL know about the Session, in pathway p.
+func (r *run) sessionInfo(p string) agent.SessionInfo {
+	return agent.SessionInfo{
+		Name:         r.in.SessionName,
+		Pathway:      p,
+		Iteration:    r.st.Iteration,
+		Turns:        r.st.Turns,
+		PathwayTurns: r.st.PathwayTurns,
+	}
+}
+
+// message returns the text of the message with id.
+func (r *run) message(id string) (string, bool) {
+	for i := range r.spec.Messages {
+		if r.spec.Messages[i].ID == id {
+			return r.spec.Messages[i].Text, true
+		}
+	}
+	return "", false
+}
