@@ -50,11 +50,11 @@ type Snapshot struct {
 
 type limits struct {
 	depth, turns, iterations, transitions, retry, contextBytes, history int
-	timeout                                                            time.Duration
-	maxTokens                                                          int64
-	maxCost                                                            int64 // nano-dollars; 0 = none
-	window, repeats                                                    int
-	intentThreshold                                                    float64
+	timeout                                                             time.Duration
+	maxTokens                                                           int64
+	maxCost                                                             int64 // nano-dollars; 0 = none
+	window, repeats                                                     int
+	intentThreshold                                                     float64
 }
 
 // InvalidError is returned by NewSnapshot for a journey with issues.

@@ -926,4 +926,3 @@ func sortStrings(s []string) {
 		}
 	}
 }
-
