@@ -260,12 +260,10 @@ func dotNodeAttrs(n Node) []string {
 		label += `\n(not in journey)`
 	}
 	attrs := []string{`label="` + dotEscape(label) + `"`}
-	var style []string
 	if n.External {
 		attrs = append(attrs, "shape=hexagon")
-	} else {
-		style = append(style, "rounded")
 	}
+	style := []string{"rounded"}
 	if n.Detour {
 		style = append(style, "dashed")
 	}
@@ -273,7 +271,7 @@ func dotNodeAttrs(n Node) []string {
 		style = append(style, "filled")
 		attrs = append(attrs, dotAttr("fillcolor", colorCurrent))
 	}
-	if n.External || n.Detour || n.Current {
+	if len(style) > 1 {
 		attrs = append(attrs, dotAttr("style", strings.Join(style, ",")))
 	}
 	if n.Entry {

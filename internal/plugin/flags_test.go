@@ -1,0 +1,345 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
+)
+
+func pendingSession() *flowv1alpha1.Session {
+	return &flowv1alpha1.Session{
+		ObjectMeta: metav1.ObjectMeta{Name: "deploy-42", Namespace: "default"},
+		Spec:       flowv1alpha1.SessionSpec{JourneyRef: flowv1alpha1.JourneyReference{Name: "release"}},
+		Status: flowv1alpha1.SessionStatus{
+			Phase: flowv1alpha1.PhaseAwaitingApproval,
+			LastDecision: &flowv1alpha1.DecisionRecord{
+				ID: "d-7", From: "test", To: "deploy", Confidence: "0.7",
+				AllowedDestinations: []string{"deploy", "rollback"}, State: flowv1alpha1.DecisionPending,
+			},
+		},
+	}
+}
+
+// writes counts the calls that would change something on the API server.
+type writes struct{ patch, create, update int }
+
+// runWithFake runs the plugin with args against a fake API server holding objs.
+func runWithFake(t *testing.T, w *writes, objs []client.Object, args ...string) (string, string, error) {
+	t.Helper()
+	c := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(objs...).
+		WithStatusSubresource(&flowv1alpha1.Session{}).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+				w.patch++
+				return c.Patch(ctx, obj, p, opts...)
+			},
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				w.create++
+				return c.Create(ctx, obj, opts...)
+			},
+			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+				w.update++
+				return c.Update(ctx, obj, opts...)
+			},
+		}).Build()
+	var out, errOut bytes.Buffer
+	o := NewOptions(genericiooptions.IOStreams{Out: &out, ErrOut: &errOut})
+	o.NewClient = func() (client.WithWatch, error) { return c, nil }
+	cmd := NewCommandWithOptions(o)
+	cmd.SetArgs(append(args, "-n", "default"))
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
+}
+
+func TestApproveRefusesDestinationOutsideAllowedList(t *testing.T) {
+	var w writes
+	_, _, err := runWithFake(t, &w, []client.Object{pendingSession()}, "approve", "deploy-42", "--to", "production")
+	if err == nil {
+		t.Fatal("approve --to production succeeded; production is not an allowed destination")
+	}
+	for _, want := range []string{`"production" is not allowed`, "d-7", "deploy, rollback"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	if w != (writes{}) {
+		t.Errorf("refused approval still wrote to the API server: %+v", w)
+	}
+}
+
+func TestApproveFlagValidationNeedsNoCluster(t *testing.T) {
+	var out, errOut bytes.Buffer
+	o := NewOptions(genericiooptions.IOStreams{Out: &out, ErrOut: &errOut})
+	o.NewClient = func() (client.WithWatch, error) {
+		t.Fatal("the cluster was contacted for an invalid command line")
+		return nil, nil
+	}
+	for _, args := range [][]string{
+		{"approve", "s", "--to", "deploy", "--reject"},
+		{"approve"},
+		{"approve", "s", "--reason", strings.Repeat("x", 1025)},
+		{"outcome", "s", "--pathway", "test", "--result", "great"},
+		{"outcome", "s", "--pathway", "test", "--result", "success", "--data", "novalue"},
+		{"outcome", "s", "--pathway", "test", "--result", "success", "--data", "a=1", "--data", "a=2"},
+		{"outcome", "s", "--pathway", "test", "--result", "success", "--iteration", "0"},
+		{"outcome", "s", "--result", "success"},
+		{"say", "s"},
+		{"say", "s", "hello", "--id", "-bad"},
+		{"say", "s", "   "},
+		{"history", "s", "-o", "json"},
+		{"graph", "j", "--format", "png"},
+		{"graph"},
+		{"watch", "s", "--timeout", "-1s"},
+	} {
+		cmd := NewCommandWithOptions(o)
+		cmd.SetArgs(args)
+		if err := cmd.Execute(); err == nil {
+			t.Errorf("%v: accepted", args)
+		}
+	}
+}
+
+func TestCheckApproval(t *testing.T) {
+	s := pendingSession()
+	cases := []struct {
+		name, decision, to string
+		reject             bool
+		wantErr            string
+	}{
+		{name: "as decided"},
+		{name: "allowed override", to: "rollback"},
+		{name: "same destination", to: "deploy"},
+		{name: "explicit id", decision: "d-7"},
+		{name: "reject", reject: true},
+		{name: "outside allowed", to: "prod", wantErr: `destination "prod" is not allowed for decision d-7; allowed destinations: deploy, rollback`},
+		{name: "other decision", decision: "d-3", wantErr: `decision "d-3" is not pending: session/deploy-42 waits on decision d-7`},
+		{name: "reject with destination", to: "rollback", reject: true, wantErr: "--to and --reject cannot be used together"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id, err := CheckApproval(s, tc.decision, tc.to, tc.reject)
+			if tc.wantErr == "" {
+				if err != nil || id != "d-7" {
+					t.Fatalf("got %q, %v; want d-7", id, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("got error %v; want %q", err, tc.wantErr)
+			}
+		})
+	}
+
+	t.Run("nothing pending", func(t *testing.T) {
+		s := pendingSession()
+		s.Status.Phase = flowv1alpha1.PhaseWaitingForInput
+		s.Status.LastDecision.State = flowv1alpha1.DecisionApplied
+		_, err := CheckApproval(s, "", "", false)
+		if err == nil || !strings.Contains(err.Error(), "has no decision waiting for approval (phase WaitingForInput); its last decision d-7 is Applied") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("escalated decisions can be approved", func(t *testing.T) {
+		s := pendingSession()
+		s.Status.LastDecision.State = flowv1alpha1.DecisionEscalated
+		if _, err := CheckApproval(s, "", "rollback", false); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("already answered", func(t *testing.T) {
+		s := pendingSession()
+		s.Spec.Approvals = []flowv1alpha1.Approval{{DecisionID: "d-7", Approve: false, By: "bob"}}
+		_, err := CheckApproval(s, "", "", false)
+		if err == nil || !strings.Contains(err.Error(), "decision d-7 already has a rejection by bob") {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+func TestApproveRecordsApproval(t *testing.T) {
+	var w writes
+	out, _, err := runWithFake(t, &w, []client.Object{pendingSession()}, "approve", "deploy-42", "--to", "rollback", "--reason", "budget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != "decision d-7 approved on session/deploy-42 (destination rollback)\n" {
+		t.Errorf("output %q", out)
+	}
+	if w.patch != 1 {
+		t.Errorf("%d patches; want 1", w.patch)
+	}
+}
+
+func TestParseData(t *testing.T) {
+	got, err := ParseData([]string{
+		"failures=3", "ratio=0.25", "flaky=true", "none=null", `suites=["api","ui"]`,
+		`meta={"a": {"b": 1}}`, "owner=team-a", "url=http://x/?q=1=2", "empty=", `quoted="7"`, " spaced = 12 ",
+		"word=yes", "neg=-4",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(got.Raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"failures": 3.0, "ratio": 0.25, "flaky": true, "none": nil, "suites": []any{"api", "ui"},
+		"meta": map[string]any{"a": map[string]any{"b": 1.0}}, "owner": "team-a", "url": "http://x/?q=1=2",
+		"empty": "", "quoted": "7", "spaced": 12.0, "word": "yes", "neg": -4.0,
+	}
+	gotJSON, _ := json.Marshal(m)
+	wantJSON, _ := json.Marshal(want)
+	if string(gotJSON) != string(wantJSON) {
+		t.Errorf("ParseData:\n got  %s\n want %s", gotJSON, wantJSON)
+	}
+	if d, err := ParseData(nil); d != nil || err != nil {
+		t.Errorf("no --data gave %v, %v; want no data", d, err)
+	}
+	for _, bad := range [][]string{{"=1"}, {"k"}, {"k=1", "k=2"}} {
+		if _, err := ParseData(bad); err == nil {
+			t.Errorf("ParseData(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseResultType(t *testing.T) {
+	for in, want := range map[string]flowv1alpha1.ResultType{
+		"success": "success", "FAILURE": "failure", "partial-success": "partial_success", "partial_success": "partial_success", "unclear": "unclear",
+	} {
+		if got, err := ParseResultType(in); err != nil || got != want {
+			t.Errorf("ParseResultType(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := ParseResultType("ok"); err == nil || !strings.Contains(err.Error(), "success, failure, partial_success, unclear") {
+		t.Errorf("ParseResultType(ok) error %v", err)
+	}
+}
+
+func TestNextMessageID(t *testing.T) {
+	if got := nextMessageID(nil); got != "m-1" {
+		t.Errorf("first id %q", got)
+	}
+	msgs := []flowv1alpha1.Message{{ID: "m-1"}, {ID: "custom"}}
+	if got := nextMessageID(msgs); got != "m-3" {
+		t.Errorf("third id %q", got)
+	}
+	msgs = []flowv1alpha1.Message{{ID: "a"}, {ID: "m-3"}}
+	got := nextMessageID(msgs)
+	if !strings.HasPrefix(got, "m-3-") || len(got) != len("m-3-")+5 || validateMessageID(got) != nil {
+		t.Errorf("id after a taken m-3 is %q; want m-3-<5 chars>", got)
+	}
+}
+
+func TestAppendPatch(t *testing.T) {
+	p, err := appendPatch("42", "messages", 0, flowv1alpha1.Message{ID: "m-1", Text: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"op":"replace","path":"/metadata/resourceVersion","value":"42"},{"op":"add","path":"/spec/messages","value":[{"id":"m-1","text":"hi"}]}]`
+	if string(p) != want {
+		t.Errorf("first append:\n got  %s\n want %s", p, want)
+	}
+	p, _ = appendPatch("43", "outcomes", 2, map[string]int{"iteration": 1})
+	want = `[{"op":"replace","path":"/metadata/resourceVersion","value":"43"},{"op":"add","path":"/spec/outcomes/-","value":{"iteration":1}}]`
+	if string(p) != want {
+		t.Errorf("later append:\n got  %s\n want %s", p, want)
+	}
+}
+
+func TestPrintHistory(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 11, 22, 9, 30, 0, 0, time.UTC))
+	h := []flowv1alpha1.HistoryEntry{
+		{Time: at, Step: 1, To: "intake", Action: "Advance", Source: "Next", Iteration: 1, Transition: "entry"},
+		{Time: metav1.NewTime(at.Add(90 * time.Second)), Step: 4, From: "booking", To: "escalation", Action: "Advance", Source: "Agent",
+			Transition: "onPartialSuccess", Confidence: "0.82", Iteration: 1, MessageID: "m-3", Reason: "3 failures,\nretry is unlikely to help"},
+	}
+	var b bytes.Buffer
+	if err := PrintHistory(&b, h, false); err != nil {
+		t.Fatal(err)
+	}
+	want := `TIME                   FROM      TO           ACTION    SOURCE   CONFIDENCE   REASON
+2026-11-22T09:30:00Z   <none>    intake       Advance   Next     <none>       <none>
+2026-11-22T09:31:30Z   booking   escalation   Advance   Agent    0.82         3 failures, retry is unlikely to help
+`
+	if b.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	if err := PrintHistory(&b, h, true); err != nil {
+		t.Fatal(err)
+	}
+	want = `TIME                   FROM      TO           ACTION    SOURCE   CONFIDENCE   STEP   ITERATION   TRANSITION         MESSAGE   REASON
+2026-11-22T09:30:00Z   <none>    intake       Advance   Next     <none>       1      1           entry              <none>    <none>
+2026-11-22T09:31:30Z   booking   escalation   Advance   Agent    0.82         4      1           onPartialSuccess   m-3       3 failures, retry is unlikely to help
+`
+	if b.String() != want {
+		t.Errorf("wide table:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+func TestReplyReadyAndPrintReply(t *testing.T) {
+	s := &flowv1alpha1.Session{
+		ObjectMeta: metav1.ObjectMeta{Name: "p-1", Generation: 3},
+		Spec:       flowv1alpha1.SessionSpec{Messages: []flowv1alpha1.Message{{ID: "m-1", Text: "hi"}, {ID: "m-2", Text: "what is a referral"}}},
+		Status: flowv1alpha1.SessionStatus{
+			Phase: flowv1alpha1.PhaseRunning, CurrentPathway: "faq", ProcessedMessages: 1, ObservedGeneration: 3,
+		},
+	}
+	if replyReady(s, "m-2", 3) {
+		t.Fatal("ready before the message was processed")
+	}
+	s.Status.ProcessedMessages = 2
+	if replyReady(s, "m-2", 3) {
+		t.Fatal("ready while still Running")
+	}
+	s.Status.Phase = flowv1alpha1.PhaseWaitingForInput
+	s.Status.LastTurn = &flowv1alpha1.TurnOutcome{MessageID: "m-2", Pathway: "faq", AssistantText: "A referral is\na letter."}
+	s.Status.History = []flowv1alpha1.HistoryEntry{
+		{From: "intake", To: "intake", MessageID: "m-1", Action: "Retry"},
+		{From: "intake", To: "faq", MessageID: "m-2", Transition: "faq-detour", Action: "Advance", Source: "Transition", Confidence: "1"},
+	}
+	if !replyReady(s, "m-2", 3) {
+		t.Fatal("not ready after processing")
+	}
+	var b bytes.Buffer
+	if err := printReply(&b, s, "m-2"); err != nil {
+		t.Fatal(err)
+	}
+	want := `Reply:      A referral is
+            a letter.
+Pathway:    faq
+Transition: intake -> faq (via faq-detour, Advance, by Transition, confidence 1)
+Phase:      WaitingForInput
+`
+	if b.String() != want {
+		t.Errorf("reply:\n%s\nwant:\n%s", b.String(), want)
+	}
+
+	// A stalled Session ends the wait with an error naming the reason.
+	s.Status.Phase = flowv1alpha1.PhaseRunning
+	s.Status.ProcessedMessages = 1
+	s.Status.Conditions = []metav1.Condition{{Type: "Stalled", Status: metav1.ConditionTrue, Reason: "TurnLimit", Message: "maxTurns 1 reached"}}
+	if !replyReady(s, "m-2", 3) {
+		t.Fatal("a stalled Session keeps the wait going")
+	}
+	if replyReady(s, "m-2", 4) {
+		t.Fatal("a stall the controller reported before seeing the message ends the wait")
+	}
+	b.Reset()
+	err := printReply(&b, s, "m-2")
+	if err == nil || !strings.Contains(err.Error(), "stalled (TurnLimit)") || !strings.Contains(b.String(), "Stalled:    TurnLimit: maxTurns 1 reached") {
+		t.Errorf("stalled: err %v, output:\n%s", err, b.String())
+	}
+}
