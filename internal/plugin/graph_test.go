@@ -41,7 +41,7 @@ func sampleJourney() (flowv1alpha1.JourneySpec, map[string]flowv1alpha1.PathwayS
 			OnFailure:        &flowv1alpha1.OutcomeTransition{To: "booking", Action: flowv1alpha1.ActionJumpBack},
 			OnPartialSuccess: decision("escalation", "booking"),
 		}},
-		"faq":  {ReturnBehavior: &flowv1alpha1.ReturnBehavior{Type: flowv1alpha1.ReturnToPrevious}},
+		"faq": {ReturnBehavior: &flowv1alpha1.ReturnBehavior{Type: flowv1alpha1.ReturnToPrevious}},
 		"test": {Executor: flowv1alpha1.ExecutorExternal, Transitions: &flowv1alpha1.OutcomeTransitions{
 			OnSuccess: &flowv1alpha1.OutcomeTransition{Action: flowv1alpha1.ActionClose},
 			OnUnclear: decision("escalation"),
