@@ -1,0 +1,113 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+)
+
+// approverResolver finds a decision's approvers in the Pathway spec the decision was
+// made with:
+//
+//  1. the Session's pinned revision (status.journeyRevision): the ControllerRevision
+//     holding the Journey spec and the resolved Pathway specs the Session runs on, so
+//     editing a Pathway never changes who may approve a running Session's decision;
+//  2. when no revision is pinned yet, the live Journey (spec.journeyRef) and the
+//     Pathway object its entry for status.lastDecision.from references.
+//
+// In that Pathway, status.lastDecision.transition names the outcome transition
+// (onSuccess, onFailure, onPartialSuccess, onUnclear) whose decision was made. If it
+// names none of them, the union of the approvers of all the pathway's decisions
+// applies, so an unexpected name never lifts a restriction. Anything that cannot be
+// read is an error, and the approval is refused (fail closed).
+type approverResolver struct {
+	reader client.Reader
+}
+
+// revisionPathways is the part of a Journey ControllerRevision's data the webhook
+// reads: the resolved Pathway specs by local name (internal/controller.RevisionData).
+type revisionPathways struct {
+	Pathways map[string]*flowv1.PathwaySpec `json:"pathways"`
+}
+
+func (r *approverResolver) approvers(ctx context.Context, s *flowv1.Session, d *flowv1.DecisionRecord) (flowv1.Approvers, bool, error) {
+	if d.From == "" {
+		return flowv1.Approvers{}, false, errors.New("the decision names no pathway (status.lastDecision.from is empty)")
+	}
+	p, err := r.pathway(ctx, s, d.From)
+	if err != nil {
+		return flowv1.Approvers{}, false, err
+	}
+	a, restricted := decisionApprovers(p, d.Transition)
+	return a, restricted, nil
+}
+
+// pathway returns the spec of the pathway with local name local, as the Session sees it.
+func (r *approverResolver) pathway(ctx context.Context, s *flowv1.Session, local string) (*flowv1.PathwaySpec, error) {
+	if rev := s.Status.JourneyRevision; rev != "" {
+		var cr appsv1.ControllerRevision
+		if err := r.reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: rev}, &cr); err != nil {
+			return nil, fmt.Errorf("reading the Session's revision %s: %w", rev, err)
+		}
+		var data revisionPathways
+		if err := json.Unmarshal(cr.Data.Raw, &data); err != nil {
+			return nil, fmt.Errorf("decoding revision %s: %w", rev, err)
+		}
+		p := data.Pathways[local]
+		if p == nil {
+			return nil, fmt.Errorf("revision %s has no pathway %q", rev, local)
+		}
+		return p, nil
+	}
+	var j flowv1.Journey
+	if err := r.reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.JourneyRef.Name}, &j); err != nil {
+		return nil, fmt.Errorf("reading Journey %s: %w", s.Spec.JourneyRef.Name, err)
+	}
+	for _, e := range j.Spec.Pathways {
+		if string(e.Name) != local {
+			continue
+		}
+		var p flowv1.Pathway
+		if err := r.reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: e.PathwayRef}, &p); err != nil {
+			return nil, fmt.Errorf("reading Pathway %s: %w", e.PathwayRef, err)
+		}
+		return &p.Spec, nil
+	}
+	return nil, fmt.Errorf("journey %s has no pathway %q", j.Name, local)
+}
+
+// decisionApprovers returns the approvers of the decision behind transition in p.
+func decisionApprovers(p *flowv1.PathwaySpec, transition string) (flowv1.Approvers, bool) {
+	if p.Transitions == nil {
+		return flowv1.Approvers{}, false
+	}
+	t := p.Transitions
+	byName := map[string]*flowv1.OutcomeTransition{
+		"onSuccess": t.OnSuccess, "onFailure": t.OnFailure,
+		"onPartialSuccess": t.OnPartialSuccess, "onUnclear": t.OnUnclear,
+	}
+	if ot, ok := byName[transition]; ok && ot != nil && ot.Decision != nil {
+		if a := ot.Decision.Approvers; a != nil {
+			return *a, true
+		}
+		return flowv1.Approvers{}, false
+	}
+	var union flowv1.Approvers
+	restricted := false
+	for _, ot := range []*flowv1.OutcomeTransition{t.OnSuccess, t.OnFailure, t.OnPartialSuccess, t.OnUnclear} {
+		if ot == nil || ot.Decision == nil || ot.Decision.Approvers == nil {
+			continue
+		}
+		restricted = true
+		union.Users = append(union.Users, ot.Decision.Approvers.Users...)
+		union.Groups = append(union.Groups, ot.Decision.Approvers.Groups...)
+	}
+	return union, restricted
+}

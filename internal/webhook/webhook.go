@@ -1,0 +1,55 @@
+// Package webhook is the admission webhook for Sessions. It makes spec.approvals
+// trustworthy: the mutating webhook stamps every new approval with the user the API
+// server authenticated and the time, and the validating webhook rejects forged
+// approvals, edits to entries already sent, approvals of anything but the decision the
+// Session waits on, and approvals by anyone a decision's approvers do not list.
+//
+// See docs/security.md for the rules and the tests that prove them.
+package webhook
+
+import (
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+)
+
+// Paths the webhooks are served on (kubebuilder's naming).
+const (
+	MutatePath   = "/mutate-flow-journey-dev-v1alpha1-session"
+	ValidatePath = "/validate-flow-journey-dev-v1alpha1-session"
+)
+
+// Options configure the webhooks.
+type Options struct {
+	// Clock stamps approvals' at; nil means the real clock.
+	Clock clock.PassiveClock
+	// Reader reads the ControllerRevisions, Journeys and Pathways that say who may
+	// approve a decision. Nil means the manager's uncached API reader: approvals are
+	// rare, and an uncached read needs only the get verb and no informer.
+	Reader client.Reader
+}
+
+// The webhook reads what says who may approve a decision: the Session's pinned
+// ControllerRevision, or the live Journey and Pathway when none is pinned yet.
+// +kubebuilder:rbac:groups=flow.journey.dev,resources=journeys;pathways,verbs=get
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get
+
+// +kubebuilder:webhook:path=/mutate-flow-journey-dev-v1alpha1-session,mutating=true,failurePolicy=fail,sideEffects=None,groups=flow.journey.dev,resources=sessions,verbs=create;update,versions=v1alpha1,name=msession-v1alpha1.flow.journey.dev,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-flow-journey-dev-v1alpha1-session,mutating=false,failurePolicy=fail,sideEffects=None,groups=flow.journey.dev,resources=sessions,verbs=create;update,versions=v1alpha1,name=vsession-v1alpha1.flow.journey.dev,admissionReviewVersions=v1,timeoutSeconds=10
+
+// SetupWebhooks registers the Session mutating and validating webhooks with the
+// manager's webhook server.
+func SetupWebhooks(mgr ctrl.Manager, opts Options) error {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Reader == nil {
+		opts.Reader = mgr.GetAPIReader()
+	}
+	return ctrl.NewWebhookManagedBy(mgr, &flowv1.Session{}).
+		WithDefaulter(&sessionDefaulter{clock: opts.Clock}).
+		WithValidator(&sessionValidator{approvers: &approverResolver{reader: opts.Reader}}).
+		Complete()
+}
