@@ -98,9 +98,6 @@ func (r *run) move(m move) bool {
 		st.PathwayTurns = 0
 	}
 	st.Transitions++
-	if m.confidence != "" {
-		st.Confidence = m.confidence
-	}
 	r.record(from, m)
 	return true
 }
@@ -127,7 +124,8 @@ func (r *run) close(m move) {
 	}
 }
 
-// record appends the move to history and makes it the last decision.
+// record appends the move to history and, unless it is an automatic move (next, return),
+// makes it the last decision.
 func (r *run) record(from string, m move) {
 	st := r.st
 	msgID := ""
@@ -138,6 +136,12 @@ func (r *run) record(from string, m move) {
 		Time: r.now, Step: r.step, From: from, To: m.to, Action: m.action, Source: m.source, Transition: m.transition,
 		Confidence: m.confidence, Iteration: st.Iteration, MessageID: msgID, Reason: truncate(m.reasoning, 1024),
 	})
+	if m.source == flowv1.SourceNext || m.source == flowv1.SourceReturn {
+		return // automatic moves are not decisions
+	}
+	if m.confidence != "" {
+		st.Confidence = m.confidence
+	}
 	rec := m.record
 	if rec == nil {
 		rec = &flowv1.DecisionRecord{
