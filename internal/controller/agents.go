@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/agent/builtin"
+	"github.com/journeyops/journey-operator/internal/agent/openai"
+)
+
+// AgentFactory builds the agent that answers for an AgentSpec in a namespace.
+type AgentFactory interface {
+	Agent(ctx context.Context, secrets client.Reader, namespace string, spec flowv1.AgentSpec) (agent.Agent, error)
+}
+
+// AgentFactoryFunc adapts a function to AgentFactory.
+type AgentFactoryFunc func(ctx context.Context, secrets client.Reader, namespace string, spec flowv1.AgentSpec) (agent.Agent, error)
+
+func (f AgentFactoryFunc) Agent(ctx context.Context, secrets client.Reader, namespace string, spec flowv1.AgentSpec) (agent.Agent, error) {
+	return f(ctx, secrets, namespace, spec)
+}
+
+// DefaultAgents builds builtin agents, and openai agents with the API key read from the
+// Secret at each call: never cached beyond the call, never logged or written to status.
+func DefaultAgents(opts ...openai.Option) AgentFactory {
+	return AgentFactoryFunc(func(ctx context.Context, secrets client.Reader, namespace string, spec flowv1.AgentSpec) (agent.Agent, error) {
+		if spec.Provider != flowv1.ProviderOpenAI {
+			return builtin.New(spec), nil
+		}
+		key, err := apiKey(ctx, secrets, namespace, spec)
+		if err != nil {
+			return nil, err
+		}
+		return openai.New(spec, key, opts...)
+	})
+}
+
+func apiKey(ctx context.Context, secrets client.Reader, namespace string, spec flowv1.AgentSpec) (string, error) {
+	ref := spec.APIKeySecretRef
+	if ref == nil {
+		return "", nil
+	}
+	var secret corev1.Secret
+	err := secrets.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, &secret)
+	if apierrors.IsNotFound(err) {
+		return "", &agent.Error{Class: agent.Terminal, Kind: flowv1.FailureValidation, Source: flowv1.FailureSystem, Agent: string(spec.Name),
+			Err: fmt.Errorf("API key Secret %q not found in namespace %q", ref.Name, namespace)}
+	}
+	if err != nil {
+		return "", err // transient: the API server will answer again
+	}
+	key, ok := secret.Data[ref.Key]
+	if !ok || len(key) == 0 {
+		return "", &agent.Error{Class: agent.Terminal, Kind: flowv1.FailureValidation, Source: flowv1.FailureSystem, Agent: string(spec.Name),
+			Err: errors.New("API key Secret " + ref.Name + " has no key " + ref.Key)}
+	}
+	return string(key), nil
+}

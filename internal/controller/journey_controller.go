@@ -1,0 +1,192 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/engine"
+)
+
+// indexPathwayRef indexes Journeys by the Pathway objects they reference.
+const indexPathwayRef = ".spec.pathways.pathwayRef"
+
+// JourneyReconciler resolves a Journey's Pathways, validates the graph, and snapshots
+// each valid generation into an immutable ControllerRevision.
+type JourneyReconciler struct {
+	client.Client
+	Scheme   *runtime.Scheme
+	Recorder events.EventRecorder
+}
+
+// +kubebuilder:rbac:groups=flow.journey.dev,resources=journeys,verbs=get;list;watch
+// +kubebuilder:rbac:groups=flow.journey.dev,resources=journeys/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=flow.journey.dev,resources=pathways,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+func (r *JourneyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	var j flowv1.Journey
+	if err := r.Get(ctx, req.NamespacedName, &j); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	old := j.Status.DeepCopy()
+	defer func() {
+		j.Status.ObservedGeneration = j.Generation
+		if equality.Semantic.DeepEqual(old, &j.Status) {
+			return
+		}
+		if err := r.Status().Update(ctx, &j); err != nil && !apierrors.IsConflict(err) {
+			logger.Error(err, "Failed to update Journey status")
+		}
+	}()
+
+	pathways, missing, err := r.resolve(ctx, &j)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	issues := missing
+	if len(missing) == 0 {
+		issues = engine.Validate(&j.Spec, pathways)
+	}
+	j.Status.Pathways = int32(len(pathways))
+	if len(issues) > 0 {
+		reason := flowv1.ReasonInvalid
+		if len(missing) > 0 {
+			reason = flowv1.ReasonPathwayNotFound
+		}
+		if len(issues) > 64 {
+			issues = issues[:64]
+		}
+		j.Status.Issues = issues
+		r.setReady(&j, metav1.ConditionFalse, reason, strings.Join(issues, "; "))
+		// A missing Pathway is fixed by creating it: the Pathway watch wakes us.
+		return ctrl.Result{}, nil
+	}
+
+	raw, err := json.Marshal(RevisionData{Journey: j.Spec, Pathways: pathways})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	name := revisionName(j.Name, raw)
+	if err := r.ensureRevision(ctx, &j, name, raw); err != nil {
+		return ctrl.Result{}, err
+	}
+	if j.Status.CurrentRevision != name {
+		r.Recorder.Eventf(&j, nil, "Normal", "RevisionCreated", "Snapshot", "Sessions now start on revision %s", name)
+	}
+	j.Status.CurrentRevision = name
+	j.Status.Issues = nil
+	r.setReady(&j, metav1.ConditionTrue, flowv1.ReasonValid, fmt.Sprintf("%d pathways resolved; revision %s", len(pathways), name))
+	return ctrl.Result{}, nil
+}
+
+// resolve fetches the Pathway objects of the Journey, by local name. It lists the
+// references that do not exist as issues.
+func (r *JourneyReconciler) resolve(ctx context.Context, j *flowv1.Journey) (map[string]*flowv1.PathwaySpec, []string, error) {
+	pathways := make(map[string]*flowv1.PathwaySpec, len(j.Spec.Pathways))
+	var missing []string
+	for _, entry := range j.Spec.Pathways {
+		var p flowv1.Pathway
+		err := r.Get(ctx, types.NamespacedName{Namespace: j.Namespace, Name: entry.PathwayRef}, &p)
+		switch {
+		case apierrors.IsNotFound(err):
+			missing = append(missing, fmt.Sprintf("pathway %q: Pathway %q not found in namespace %q", entry.Name, entry.PathwayRef, j.Namespace))
+		case err != nil:
+			return nil, nil, err
+		default:
+			pathways[string(entry.Name)] = p.Spec.DeepCopy()
+		}
+	}
+	return pathways, missing, nil
+}
+
+func (r *JourneyReconciler) ensureRevision(ctx context.Context, j *flowv1.Journey, name string, raw []byte) error {
+	var existing appsv1.ControllerRevision
+	err := r.Get(ctx, types.NamespacedName{Namespace: j.Namespace, Name: name}, &existing)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	rev := &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: j.Namespace,
+			Labels:    map[string]string{LabelJourney: j.Name},
+		},
+		Data:     runtime.RawExtension{Raw: raw},
+		Revision: j.Generation,
+	}
+	if err := controllerutil.SetOwnerReference(j, rev, r.Scheme); err != nil {
+		return err
+	}
+	if err := r.Create(ctx, rev); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+func (r *JourneyReconciler) setReady(j *flowv1.Journey, status metav1.ConditionStatus, reason, msg string) {
+	if len(msg) > 32768 {
+		msg = msg[:32768]
+	}
+	apimeta.SetStatusCondition(&j.Status.Conditions, metav1.Condition{
+		Type: flowv1.ConditionReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: j.Generation,
+	})
+}
+
+// SetupWithManager registers the controller: Journeys, the Pathways they reference, and
+// their ControllerRevisions.
+func (r *JourneyReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &flowv1.Journey{}, indexPathwayRef, func(o client.Object) []string {
+		j := o.(*flowv1.Journey)
+		refs := make([]string, 0, len(j.Spec.Pathways))
+		for _, p := range j.Spec.Pathways {
+			refs = append(refs, p.PathwayRef)
+		}
+		return refs
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&flowv1.Journey{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&appsv1.ControllerRevision{}).
+		Watches(&flowv1.Pathway{}, handler.EnqueueRequestsFromMapFunc(r.journeysForPathway),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Named("journey").
+		Complete(r)
+}
+
+func (r *JourneyReconciler) journeysForPathway(ctx context.Context, o client.Object) []reconcile.Request {
+	var list flowv1.JourneyList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexPathwayRef: o.GetName()}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, j := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: j.Namespace, Name: j.Name}})
+	}
+	return reqs
+}

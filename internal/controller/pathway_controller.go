@@ -1,0 +1,95 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/expr"
+)
+
+// PathwayReconciler checks what a Pathway can check on its own: its CEL expressions
+// compile. Cross-object checks (destinations, agents) belong to the Journey.
+type PathwayReconciler struct {
+	client.Client
+}
+
+// +kubebuilder:rbac:groups=flow.journey.dev,resources=pathways,verbs=get;list;watch
+// +kubebuilder:rbac:groups=flow.journey.dev,resources=pathways/status,verbs=get;update;patch
+
+func (r *PathwayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var p flowv1.Pathway
+	if err := r.Get(ctx, req.NamespacedName, &p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	old := p.Status.DeepCopy()
+	issues := PathwayIssues(&p.Spec)
+	cond := metav1.Condition{Type: flowv1.ConditionReady, Status: metav1.ConditionTrue, Reason: flowv1.ReasonValid,
+		Message: "All expressions compile", ObservedGeneration: p.Generation}
+	if len(issues) > 0 {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, flowv1.ReasonInvalid, strings.Join(issues, "; ")
+	}
+	apimeta.SetStatusCondition(&p.Status.Conditions, cond)
+	p.Status.ObservedGeneration = p.Generation
+	if equality.Semantic.DeepEqual(old, &p.Status) {
+		return ctrl.Result{}, nil
+	}
+	if err := r.Status().Update(ctx, &p); err != nil && !apierrors.IsConflict(err) {
+		log.FromContext(ctx).Error(err, "Failed to update Pathway status")
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, nil
+}
+
+// PathwayIssues lists the CEL expressions of a Pathway that do not compile.
+func PathwayIssues(spec *flowv1.PathwaySpec) []string {
+	var issues []string
+	check := func(field string, src flowv1.Expression) {
+		if src == "" {
+			return
+		}
+		if _, err := expr.Compile(string(src)); err != nil {
+			issues = append(issues, fmt.Sprintf("%s: %v", field, err))
+		}
+	}
+	if b := spec.Builtin; b != nil {
+		for i, o := range b.Outputs {
+			check(fmt.Sprintf("spec.builtin.outputs[%d].expression", i), o.Expression)
+		}
+		check("spec.builtin.outcome", b.Outcome)
+		check("spec.builtin.complete", b.Complete)
+	}
+	if t := spec.Transitions; t != nil {
+		for _, ot := range []struct {
+			name string
+			t    *flowv1.OutcomeTransition
+		}{{"onSuccess", t.OnSuccess}, {"onFailure", t.OnFailure}, {"onPartialSuccess", t.OnPartialSuccess}, {"onUnclear", t.OnUnclear}} {
+			if ot.t == nil || ot.t.Decision == nil {
+				continue
+			}
+			for i, rule := range ot.t.Decision.Rules {
+				check(fmt.Sprintf("spec.transitions.%s.decision.rules[%d].when", ot.name, i), rule.When)
+			}
+		}
+	}
+	return issues
+}
+
+// SetupWithManager registers the controller.
+func (r *PathwayReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&flowv1.Pathway{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Named("pathway").
+		Complete(r)
+}
