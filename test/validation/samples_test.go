@@ -4,18 +4,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent/builtin"
+	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/expr"
 )
 
@@ -230,101 +234,195 @@ func outcomeTransitions(p flowv1.PathwaySpec) map[string]*flowv1.OutcomeTransiti
 	return m
 }
 
-// The stories below walk each sample with the builtin provider and a small reference
-// reading of DESIGN.md (routing, detours, accumulate, outcome transitions, decisions
-// with thresholds, JumpBack and Retry). They pin the sample's own logic (its CEL,
-// templates and transitions), so that the engine's tests can rely on the stories that
-// the sample files document; they are no substitute for those tests.
+// The stories below run each sample's Session through the engine's pure step function
+// with the builtin provider, the way the Session controller does, and pin the turns
+// that the sample files document.
+
+// play steps the sample's Session until a step changes nothing and returns one line per
+// changing step: "<trigger> <pathway>[ via <transition>] -> <pathway now>/<iteration> <phase>".
+// approve, when set, is called on AwaitingApproval and may append approvals.
+type play struct {
+	t       *testing.T
+	snap    *engine.Snapshot
+	spec    flowv1.SessionSpec
+	st      *flowv1.SessionStatus
+	now     time.Time
+	lines   []string
+	replies []string
+}
+
+func newPlay(t *testing.T, file string) *play {
+	t.Helper()
+	s := loadSample(t, file)
+	pathways := map[string]*flowv1.PathwaySpec{}
+	for n, p := range s.pathways {
+		pathways[n] = &p
+	}
+	snap, err := engine.NewSnapshot("rev-1", &s.journey.Spec, pathways)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return &play{t: t, snap: snap, spec: s.session.Spec, st: &flowv1.SessionStatus{}, now: time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)}
+}
+
+func (p *play) settle() {
+	p.t.Helper()
+	for range 100 {
+		st, eff := engine.Step(p.snap, engine.Input{
+			Spec: &p.spec, Status: p.st, Now: p.now, SessionName: "sample", SessionUID: "uid-1", CreationTime: p.now,
+		})
+		if eff != nil {
+			p.t.Fatalf("step asked for a remote %s effect; the samples run offline", eff.Kind)
+		}
+		if equality.Semantic.DeepEqual(st, p.st) {
+			return
+		}
+		p.st = st
+		p.now = p.now.Add(time.Second)
+		line, reply := "", ""
+		if lt := st.LastTurn; lt != nil {
+			line = string(lt.Trigger) + " " + lt.Pathway
+			if lt.Transition != "" {
+				line += " via " + lt.Transition
+			}
+			reply = lt.AssistantText
+		}
+		p.lines = append(p.lines, fmt.Sprintf("%s -> %s/%d %s", line, st.CurrentPathway, st.Iteration, st.Phase))
+		p.replies = append(p.replies, reply)
+	}
+	p.t.Fatalf("the session did not settle in 100 steps")
+}
+
+func (p *play) expect(want ...string) {
+	p.t.Helper()
+	for i, r := range p.replies {
+		p.t.Logf("%s: %s", p.lines[i], r)
+	}
+	if !slices.Equal(p.lines, want) {
+		p.t.Fatalf("steps:\n  %s\nwant:\n  %s", strings.Join(p.lines, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+func (p *play) context() map[string]any {
+	p.t.Helper()
+	m := map[string]any{}
+	if p.st.Context != nil {
+		if err := json.Unmarshal(p.st.Context.Raw, &m); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+	return m
+}
 
 func TestHealthcareReferralStory(t *testing.T) {
-	w := newWalk(t, loadSample(t, "healthcare-referral.yaml"))
-	w.start()
-	want := []struct{ transition, ran, now string }{
-		{"", "intake", "booking"},
-		{"faq-detour", "faq", "booking"},
-		{"", "booking", "booking"},
-		{"reject-doctor", "booking", "booking"},
-		{"", "booking", "confirmation"},
+	p := newPlay(t, "healthcare-referral.yaml")
+	p.settle()
+	p.expect(
+		"Message intake -> booking/1 Running",
+		"Message faq via faq-detour -> booking/1 Running",
+		"Message booking -> booking/1 Running",
+		"Message booking via reject-doctor -> booking/1 Running",
+		"Message booking -> confirmation/1 Running",
+		"Entry confirmation -> confirmation/1 Completed",
+	)
+	assertContains(t, p.replies[1], "$40 copay")
+	assertContains(t, p.replies[2], "I recommend Dr. Smith")
+	assertContains(t, p.replies[3], "I recommend Dr. Johnson")
+	assertContains(t, p.replies[5], "You're booked with Dr. Johnson on Tuesday 2pm")
+	assertContains(t, p.replies[5], "HC-TUESDAY-2PM")
+	rejected, _ := p.context()["rejected_doctors"].([]any)
+	if len(rejected) != 1 || rejected[0].(map[string]any)["name"] != "Dr. Smith" {
+		t.Fatalf("rejected_doctors = %v, want [Dr. Smith]", p.context()["rejected_doctors"])
 	}
-	for i, m := range w.s.session.Spec.Messages {
-		turn := w.message(m.Text)
-		if turn.transition != want[i].transition || turn.ran != want[i].ran || w.cur != want[i].now {
-			t.Fatalf("message %s %q: transition %q ran %s now in %s; want %q, %s, %s", m.ID, m.Text,
-				turn.transition, turn.ran, w.cur, want[i].transition, want[i].ran, want[i].now)
-		}
-		t.Logf("[%s] %s", turn.ran, turn.reply)
-		switch m.ID {
-		case "m3":
-			assertContains(t, turn.reply, "Dr. Smith")
-		case "m4":
-			assertContains(t, turn.reply, "Dr. Johnson")
-			rejected, _ := w.ctx["rejected_doctors"].([]any)
-			if len(rejected) != 1 || rejected[0].(map[string]any)["name"] != "Dr. Smith" {
-				t.Fatalf("rejected_doctors = %v, want [Dr. Smith]", w.ctx["rejected_doctors"])
-			}
-		}
-	}
-	w.assertDone("Completed")
-	last := w.turns[len(w.turns)-1]
-	if last.ran != "confirmation" || last.trigger != "Entry" {
-		t.Fatalf("last turn %+v, want confirmation run on entry", last)
-	}
-	assertContains(t, last.reply, "Dr. Johnson on Tuesday 2pm")
-	assertContains(t, last.reply, "HC-TUESDAY-2PM")
 }
 
 func TestHealthcareReferralEscalation(t *testing.T) {
-	w := newWalk(t, loadSample(t, "healthcare-referral.yaml"))
-	w.start()
-	w.message("Hi, I need to book an appointment with a cardiologist. Here's my referral.")
-	for range 3 {
-		if turn := w.message("I'm not sure yet."); turn.transition != "hesitation" || w.cur != "booking" {
-			t.Fatalf("hesitation: %+v, now in %s", turn, w.cur)
-		}
+	p := newPlay(t, "healthcare-referral.yaml")
+	p.spec.Messages = []flowv1.Message{
+		{ID: "m1", Text: "Hi, I need to book an appointment with a cardiologist. Here's my referral."},
+		{ID: "m2", Text: "I'm not sure about this."},
+		{ID: "m3", Text: "Let me think about it."},
+		{ID: "m4", Text: "Maybe later."},
+		{ID: "m5", Text: "Show me the doctors."},
 	}
-	turn := w.message("Show me the doctors.")
-	if turn.transition != "escalate" || turn.ran != "escalation" {
-		t.Fatalf("after three hesitations: %+v, want escalate", turn)
-	}
-	w.assertDone("Completed")
+	p.settle()
+	p.expect(
+		"Message intake -> booking/1 Running",
+		"Message persuasion via hesitation -> booking/1 Running",
+		"Message persuasion via hesitation -> booking/1 Running",
+		"Message persuasion via hesitation -> booking/1 Running",
+		"Message escalation via escalate -> escalation/1 Completed",
+	)
 }
 
 func TestReviewLoopStory(t *testing.T) {
-	w := newWalk(t, loadSample(t, "review-loop.yaml"))
-	w.start()
-	for _, o := range w.s.session.Spec.Outcomes {
-		w.outcome(o)
-	}
-	w.assertPath("plan", "generate", "review", "revise", "review")
-	w.assertDone("Completed")
-	if w.iteration != 2 {
-		t.Fatalf("iteration %d, want 2", w.iteration)
+	p := newPlay(t, "review-loop.yaml")
+	p.settle()
+	p.expect(
+		"Outcome plan -> generate/1 Running",
+		"Outcome generate -> review/1 Running",
+		"Outcome review -> revise/2 Running",
+		"Outcome revise -> review/2 Running",
+		"Outcome review -> review/2 Completed",
+	)
+}
+
+func TestReviewLoopWaitsForOutcomes(t *testing.T) {
+	p := newPlay(t, "review-loop.yaml")
+	p.spec.Outcomes = p.spec.Outcomes[:1]
+	p.settle()
+	p.expect("Outcome plan -> generate/1 WaitingForInput")
+	// Nothing to do until generate's outcome arrives: no further step changes anything.
+	p.settle()
+	if len(p.lines) != 1 {
+		t.Fatalf("a blocked session changed: %v", p.lines)
 	}
 }
 
 func TestPlanningStory(t *testing.T) {
-	w := newWalk(t, loadSample(t, "planning.yaml"))
-	w.start()
-	w.assertPath("collect-context", "draft-outline", "validate-outline", "validate-outline",
-		"draft-roadmap", "validate-roadmap", "draft-schedule", "validate-schedule", "seek-approval")
-	if w.phase != "AwaitingApproval" || w.pending != "publish-plan" {
-		t.Fatalf("phase %s pending %q, want AwaitingApproval for publish-plan", w.phase, w.pending)
+	p := newPlay(t, "planning.yaml")
+	p.settle()
+	if p.st.Phase != flowv1.PhaseAwaitingApproval || p.st.LastDecision == nil || p.st.LastDecision.To != "publish-plan" {
+		t.Fatalf("want AwaitingApproval for publish-plan, got %s with %+v", p.st.Phase, p.st.LastDecision)
 	}
-	w.approve()
-	w.assertDone("Completed")
-	if w.ctx["planning_status"] != "complete" {
-		t.Fatalf("planning_status %v", w.ctx["planning_status"])
+	p.spec.Approvals = append(p.spec.Approvals, flowv1.Approval{DecisionID: p.st.LastDecision.ID, Approve: true, By: "alice"})
+	p.settle()
+	p.expect(
+		"Entry collect-context -> draft-outline/1 Running",
+		"Entry draft-outline -> validate-outline/1 Running",
+		"Entry validate-outline -> validate-outline/1 Running",
+		"Entry validate-outline -> draft-roadmap/1 Running",
+		"Entry draft-roadmap -> validate-roadmap/1 Running",
+		"Entry validate-roadmap -> draft-schedule/1 Running",
+		"Entry draft-schedule -> validate-schedule/1 Running",
+		"Entry validate-schedule -> seek-approval/1 Running",
+		"Entry seek-approval -> seek-approval/1 AwaitingApproval",
+		"Approval seek-approval via onSuccess -> publish-plan/1 Running",
+		"Entry publish-plan -> publish-plan/1 Completed",
+	)
+	assertContains(t, p.replies[2], "no taper before race week")
+	assertContains(t, p.replies[4], "Base building -> Long runs -> Taper -> Race week")
+	if got := p.context()["planning_status"]; got != "complete" {
+		t.Fatalf("planning_status %v, want complete", got)
 	}
 }
 
 func TestDeliveryPipelineStory(t *testing.T) {
-	w := newWalk(t, loadSample(t, "delivery-pipeline.yaml"))
-	w.start()
-	w.assertPath("plan", "implement", "test", "fix-minor", "test", "staging", "integration", "integration", "deploy")
-	w.assertDone("Completed")
-	if w.iteration != 2 {
-		t.Fatalf("iteration %d, want 2", w.iteration)
-	}
+	p := newPlay(t, "delivery-pipeline.yaml")
+	p.settle()
+	p.expect(
+		"Entry plan -> implement/1 Running",
+		"Entry implement -> test/1 Running",
+		"Entry test -> fix-minor/1 Running",
+		"Entry fix-minor -> test/2 Running",
+		"Entry test -> staging/2 Running",
+		"Entry staging -> integration/2 Running",
+		"Entry integration -> integration/2 Running",
+		"Entry integration -> deploy/2 Running",
+		"Entry deploy -> deploy/2 Completed",
+	)
+	assertContains(t, p.replies[2], "failing: discount_rounding, receipt_locale, receipt_alignment")
+	assertContains(t, p.replies[6], "2 of 3 services healthy")
 }
 
 func assertContains(t *testing.T, text, part string) {
