@@ -421,7 +421,9 @@ func TestGraphOnCluster(t *testing.T) {
 		t.Fatalf("creating journey: %v", err)
 	}
 	newSession(t, "drawn")
-	setStatus(t, "drawn", func(st *flowv1alpha1.SessionStatus) { st.Phase, st.CurrentPathway = flowv1alpha1.PhaseWaitingForInput, "booking" })
+	setStatus(t, "drawn", func(st *flowv1alpha1.SessionStatus) {
+		st.Phase, st.CurrentPathway = flowv1alpha1.PhaseWaitingForInput, "booking"
+	})
 
 	want := BuildGraph(j, pathways, "booking")
 	want.Name = "referral"
