@@ -1,5 +1,3 @@
-// Package v1alpha1 contains the API of the flow.journey.dev group: Journeys, Pathways
-// and Sessions.
 // +kubebuilder:object:generate=true
 // +groupName=flow.journey.dev
 package v1alpha1
