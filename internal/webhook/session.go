@@ -49,16 +49,21 @@ func (d *sessionDefaulter) Default(ctx context.Context, s *flowv1.Session) error
 	if from >= len(s.Spec.Approvals) {
 		return nil
 	}
-	if errs := checkForgery(s.Spec.Approvals, from, req.UserInfo.Username); len(errs) > 0 {
-		logf.FromContext(ctx).Info("Denied forged approval", "session", req.Namespace+"/"+req.Name, "user", req.UserInfo.Username)
+	user := req.UserInfo.Username
+	now := metav1.NewTime(d.clock.Now().UTC().Truncate(time.Second))
+	stamped := slices.Clone(s.Spec.Approvals)
+	for i := from; i < len(stamped); i++ {
+		if stamped[i].By == "" {
+			stamped[i].By = user
+		}
+		stamped[i].At = &now
+	}
+	// An empty by is the webhook's to fill; any other name must be the requester's.
+	if errs := checkForgery(stamped, from, user); len(errs) > 0 {
+		logf.FromContext(ctx).Info("Denied forged approval", "session", req.Namespace+"/"+req.Name, "user", user)
 		return apierrors.NewForbidden(sessionResource, s.Name, errs.ToAggregate())
 	}
-	now := metav1.NewTime(d.clock.Now().UTC().Truncate(time.Second))
-	for i := from; i < len(s.Spec.Approvals); i++ {
-		a := &s.Spec.Approvals[i]
-		a.By = req.UserInfo.Username
-		a.At = &now
-	}
+	s.Spec.Approvals = stamped
 	return nil
 }
 
