@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -104,16 +105,23 @@ func newSession(t *testing.T, name string, msgs ...flowv1alpha1.Message) *flowv1
 // setStatus plays the controller: it changes the Session's status.
 func setStatus(t *testing.T, name string, change func(*flowv1alpha1.SessionStatus)) {
 	t.Helper()
+	if err := patchStatus(name, change); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func patchStatus(name string, change func(*flowv1alpha1.SessionStatus)) error {
 	ctx := context.Background()
 	s := &flowv1alpha1.Session{}
 	if err := admin.Get(ctx, types.NamespacedName{Namespace: "default", Name: name}, s); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	base := s.DeepCopy()
 	change(&s.Status)
 	if err := admin.Status().Patch(ctx, s, client.MergeFrom(base)); err != nil {
-		t.Fatalf("updating status: %v", err)
+		return fmt.Errorf("updating status: %w", err)
 	}
+	return nil
 }
 
 func getSession(t *testing.T, name string) *flowv1alpha1.Session {
@@ -238,9 +246,12 @@ func TestSayWaitPrintsReply(t *testing.T) {
 		for range 200 {
 			s := &flowv1alpha1.Session{}
 			if err := admin.Get(ctx, types.NamespacedName{Namespace: "default", Name: "wait"}, s); err == nil && len(s.Spec.Messages) == 1 {
-				setStatus(t, "wait", func(st *flowv1alpha1.SessionStatus) { st.Phase = flowv1alpha1.PhaseRunning })
+				if err := patchStatus("wait", func(st *flowv1alpha1.SessionStatus) { st.Phase = flowv1alpha1.PhaseRunning }); err != nil {
+					t.Error(err)
+					return
+				}
 				time.Sleep(100 * time.Millisecond)
-				setStatus(t, "wait", func(st *flowv1alpha1.SessionStatus) {
+				err := patchStatus("wait", func(st *flowv1alpha1.SessionStatus) {
 					st.Phase, st.CurrentPathway, st.ProcessedMessages = flowv1alpha1.PhaseWaitingForInput, "faq", 1
 					st.ObservedGeneration = s.Generation
 					st.LastTurn = &flowv1alpha1.TurnOutcome{MessageID: "m-1", Pathway: "faq", AssistantText: "A referral is a letter from your doctor."}
@@ -249,6 +260,9 @@ func TestSayWaitPrintsReply(t *testing.T) {
 						Source: flowv1alpha1.SourceTransition, Transition: "faq-detour", Confidence: "1", Iteration: 1, MessageID: "m-1",
 					})
 				})
+				if err != nil {
+					t.Error(err)
+				}
 				return
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -442,6 +456,12 @@ func TestGraphOnCluster(t *testing.T) {
 	want.Name = "referral"
 	if out != want.Mermaid() {
 		t.Errorf("graph --format mermaid:\n%s", lineDiff(want.Mermaid(), out))
+	}
+	if _, err := exec.LookPath("dot"); err == nil {
+		out, _, err = kubectlJourney(ctx, "graph", "referral", "--format", "svg")
+		if err != nil || !strings.Contains(out, "<svg") || !strings.Contains(out, "faq-detour") {
+			t.Errorf("graph --format svg: %v\n%s", err, out)
+		}
 	}
 	if _, _, err := kubectlJourney(ctx, "graph", "other", "--session", "drawn"); err == nil || !strings.Contains(err.Error(), "runs journey referral, not other") {
 		t.Errorf("graph of another journey: %v", err)

@@ -151,6 +151,7 @@ It talks to the cluster of your kubeconfig like kubectl does: -n/--namespace,
 		},
 	}
 	o.ConfigFlags.AddFlags(cmd.PersistentFlags())
+	cmd.SetUsageTemplate(usageTemplate)
 	cmd.SetIn(o.In)
 	cmd.SetOut(o.Out)
 	cmd.SetErr(o.ErrOut)
@@ -161,6 +162,46 @@ It talks to the cluster of your kubeconfig like kubectl does: -n/--namespace,
 		newHistoryCommand(o),
 		newGraphCommand(o),
 		newWatchCommand(o),
+		newOptionsCommand(),
 	)
 	return cmd
+}
+
+// usageTemplate is cobra's, with kubectl's habit of listing the global (connection)
+// flags only in `kubectl journey options`.
+const usageTemplate = `Usage:{{if .Runnable}}
+  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
+  {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
+
+Aliases:
+  {{.NameAndAliases}}{{end}}{{if .HasExample}}
+
+Examples:
+{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
+
+Available Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .LocalNonPersistentFlags.HasAvailableFlags}}
+
+Flags:
+{{.LocalNonPersistentFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}
+
+Use "kubectl journey options" for a list of global command-line options (applies to all commands).{{if .HasAvailableSubCommands}}
+Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
+`
+
+func newOptionsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "options",
+		Short: "Print the list of flags inherited by all commands",
+		Example: `  # Print flags inherited by all commands
+  kubectl journey options`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
+			fmt.Fprintln(out, "The following options can be passed to any command:")
+			fmt.Fprintln(out)
+			fmt.Fprint(out, cmd.Root().PersistentFlags().FlagUsages())
+			return nil
+		},
+	}
 }
