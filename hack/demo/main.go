@@ -64,7 +64,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	k := kubectl{kubeconfig: kubeconfig}
+	k := kubectl{kubeconfig: kubeconfig, dir: root}
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -118,11 +118,12 @@ func say(format string, args ...any) {
 }
 
 // kubectl runs the real kubectl against the demo control plane.
-type kubectl struct{ kubeconfig string }
+type kubectl struct{ kubeconfig, dir string }
 
 func (k kubectl) output(args ...string) (string, error) {
 	cmd := exec.Command("kubectl", args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+k.kubeconfig)
+	cmd.Dir = k.dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)

@@ -14,11 +14,12 @@ import (
 // review loop turn by turn, showing what a person would see.
 func tellStories(ctx context.Context, k kubectl, root string) error {
 	say("Applying the sample journeys, pathways and sessions")
-	if err := k.show("apply", "-k", filepath.Join(root, "config", "samples")); err != nil {
+	if err := k.show("apply", "-k", "config/samples"); err != nil {
 		return err
 	}
 	for _, j := range []string{"healthcare-referral", "review-loop"} {
-		if _, err := k.output("wait", "--for=condition=Ready", "--timeout=60s", "journey/"+j); err != nil {
+		if _, err := k.output("wait", "--for=condition=Ready", "--timeout=30s", "journey/"+j); err != nil {
+			_ = k.show("get", "journey", j, "-o", "jsonpath={.status}")
 			return err
 		}
 	}

@@ -34,8 +34,13 @@ const indexPathwayRef = ".spec.pathways.pathwayRef"
 // each valid generation into an immutable ControllerRevision.
 type JourneyReconciler struct {
 	client.Client
-	Scheme   *runtime.Scheme
-	Recorder events.EventRecorder
+	// APIReader reads Pathways live. The cache could miss a Pathway created just before
+	// the Journey, while the Pathway's own event could arrive before the Journey is
+	// cached and so wake nobody; a live read closes both windows. Journeys reconcile
+	// rarely, so the extra reads are cheap.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
 }
 
 // +kubebuilder:rbac:groups=flow.journey.dev,resources=journeys,verbs=get;list;watch
@@ -108,7 +113,7 @@ func (r *JourneyReconciler) resolve(ctx context.Context, j *flowv1.Journey) (map
 	var missing []string
 	for _, entry := range j.Spec.Pathways {
 		var p flowv1.Pathway
-		err := r.Get(ctx, types.NamespacedName{Namespace: j.Namespace, Name: entry.PathwayRef}, &p)
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: j.Namespace, Name: entry.PathwayRef}, &p)
 		switch {
 		case apierrors.IsNotFound(err):
 			missing = append(missing, fmt.Sprintf("pathway %q: Pathway %q not found in namespace %q", entry.Name, entry.PathwayRef, j.Namespace))

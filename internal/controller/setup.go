@@ -20,7 +20,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	if err := (&JourneyReconciler{
-		Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Recorder: mgr.GetEventRecorder("journey-controller"),
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: mgr.GetEventRecorder("journey-controller"),
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
