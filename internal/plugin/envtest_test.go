@@ -459,7 +459,7 @@ func TestGraphOnCluster(t *testing.T) {
 	}
 	if _, err := exec.LookPath("dot"); err == nil {
 		out, _, err = kubectlJourney(ctx, "graph", "referral", "--format", "svg")
-		if err != nil || !strings.Contains(out, "<svg") || !strings.Contains(out, "faq-detour") {
+		if err != nil || !strings.Contains(out, "<svg") || !strings.Contains(out, "<title>faq</title>") {
 			t.Errorf("graph --format svg: %v\n%s", err, out)
 		}
 	}
