@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/controller"
 	"github.com/journeyops/journey-operator/internal/testenv"
 	"github.com/journeyops/journey-operator/internal/webhook"
 )
@@ -341,9 +342,10 @@ func TestApproversComeFromThePinnedRevision(t *testing.T) {
 	review := flowv1.PathwaySpec{Transitions: &flowv1.OutcomeTransitions{OnPartialSuccess: &flowv1.OutcomeTransition{
 		Decision: &flowv1.Decision{AllowedDestinations: []flowv1.Name{"draft", "publish"}, Approvers: &flowv1.Approvers{Users: []string{"alice"}}},
 	}}}
-	raw, err := json.Marshal(map[string]any{
-		"journey":  flowv1.JourneySpec{EntryPathway: "review", Pathways: []flowv1.PathwayEntry{{Name: "review", PathwayRef: "review"}}},
-		"pathways": map[string]*flowv1.PathwaySpec{"review": &review},
+	// The controller's own revision format, so the two cannot drift apart.
+	raw, err := json.Marshal(controller.RevisionData{
+		Journey:  flowv1.JourneySpec{EntryPathway: "review", Pathways: []flowv1.PathwayEntry{{Name: "review", PathwayRef: "review"}}},
+		Pathways: map[string]*flowv1.PathwaySpec{"review": &review},
 	})
 	if err != nil {
 		t.Fatal(err)

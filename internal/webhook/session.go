@@ -240,7 +240,7 @@ func checkAgainstDecision(s *flowv1.Session, from int, d *flowv1.DecisionRecord)
 				"a rejection (approve: false) has no destination"))
 			continue
 		}
-		if dest := string(a.Destination); dest != "" && dest != d.To && !slices.Contains(d.AllowedDestinations, dest) {
+		if dest := string(a.Destination); dest != "" && !slices.Contains(d.AllowedDestinations, dest) {
 			errs = append(errs, field.NotSupported(p.Child("destination"), dest, d.AllowedDestinations))
 		}
 	}
