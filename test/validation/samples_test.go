@@ -253,7 +253,16 @@ type play struct {
 
 func newPlay(t *testing.T, file string) *play {
 	t.Helper()
+	return newPlayWith(t, file, nil)
+}
+
+// newPlayWith is newPlay with a change to the sample before it runs.
+func newPlayWith(t *testing.T, file string, change func(*sample)) *play {
+	t.Helper()
 	s := loadSample(t, file)
+	if change != nil {
+		change(&s)
+	}
 	pathways := map[string]*flowv1.PathwaySpec{}
 	for n, p := range s.pathways {
 		pathways[n] = &p
@@ -423,6 +432,34 @@ func TestDeliveryPipelineStory(t *testing.T) {
 	)
 	assertContains(t, p.replies[2], "failing: discount_rounding, receipt_locale, receipt_alignment")
 	assertContains(t, p.replies[6], "2 of 3 services healthy")
+}
+
+// TestDeliveryPipelineQualityGateApproval: with more failing tests than the rules
+// cover, the quality-gate agent answers with confidence 0.75, between requireApproval
+// and autoAdvance, so the Session waits for a person, who sends it to fix-critical.
+func TestDeliveryPipelineQualityGateApproval(t *testing.T) {
+	p := newPlayWith(t, "delivery-pipeline.yaml", func(s *sample) {
+		test := s.pathways["test"]
+		b := test.Builtin.DeepCopy()
+		b.Outputs[0].Expression = "['t1', 't2', 't3', 't4', 't5', 't6']"
+		test.Builtin = b
+		s.pathways["test"] = test
+	})
+	p.settle()
+	p.expect(
+		"Entry plan -> implement/1 Running",
+		"Entry implement -> test/1 Running",
+		"Entry test -> test/1 AwaitingApproval",
+	)
+	d := p.st.LastDecision
+	if d == nil || d.To != "staging" || d.Confidence != "0.75" || d.Agent != "quality-gate" {
+		t.Fatalf("decision %+v, want quality-gate's staging at 0.75", d)
+	}
+	p.spec.Approvals = append(p.spec.Approvals, flowv1.Approval{DecisionID: d.ID, Approve: true, Destination: "fix-critical", By: "alice"})
+	p.settle()
+	if got := p.lines[3]; got != "Approval test via onSuccess -> fix-critical/1 Running" {
+		t.Fatalf("after the approval: %s", got)
+	}
 }
 
 func assertContains(t *testing.T, text, part string) {
