@@ -282,6 +282,19 @@ Phase:      WaitingForInput
 		t.Errorf("output:\n%s\nwant:\n%s", out, want)
 	}
 
+	// A Session that has ended takes no more messages.
+	newSession(t, "ended")
+	setStatus(t, "ended", func(st *flowv1alpha1.SessionStatus) { st.Phase = flowv1alpha1.PhaseCompleted })
+	if _, _, err := kubectlJourney(ctx, "say", "ended", "hello?"); err == nil || err.Error() != "session/ended is Completed and takes no more input" {
+		t.Errorf("saying to a completed session: %v", err)
+	}
+	if _, _, err := kubectlJourney(ctx, "outcome", "ended", "--pathway", "test", "--result", "success"); err == nil || !strings.Contains(err.Error(), "takes no more input") {
+		t.Errorf("outcome for a completed session: %v", err)
+	}
+	if n := len(getSession(t, "ended").Spec.Messages); n != 0 {
+		t.Errorf("a completed session got %d messages", n)
+	}
+
 	// Nobody processes the next message: the wait times out and says where things stand.
 	_, _, err = kubectlJourney(ctx, "say", "wait", "hello?", "--wait", "--timeout", "1s")
 	if err == nil || !strings.Contains(err.Error(), "timed out after 1s waiting for session/wait to process message m-2: phase WaitingForInput, pathway faq, 1 of 2 messages processed") {

@@ -103,6 +103,9 @@ func (oo *outcomeOptions) run(ctx context.Context, name string, iterationSet boo
 	}
 	var out flowv1alpha1.ExternalOutcome
 	s, err := appendToSession(ctx, c, key, "outcomes", func(s *flowv1alpha1.Session) (any, error) {
+		if err := acceptsInput(s); err != nil {
+			return nil, err
+		}
 		out = flowv1alpha1.ExternalOutcome{
 			Pathway:    flowv1alpha1.Name(oo.pathway),
 			Iteration:  oo.iteration,

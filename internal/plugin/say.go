@@ -124,6 +124,9 @@ func (so *sayOptions) run(ctx context.Context, name, text string) error {
 func SendMessage(ctx context.Context, c client.Client, key types.NamespacedName, id, text string) (string, *flowv1alpha1.Session, error) {
 	var sent string
 	s, err := appendToSession(ctx, c, key, "messages", func(s *flowv1alpha1.Session) (any, error) {
+		if err := acceptsInput(s); err != nil {
+			return nil, err
+		}
 		if id != "" {
 			for _, m := range s.Spec.Messages {
 				if m.ID != id {
@@ -145,6 +148,18 @@ func SendMessage(ctx context.Context, c client.Client, key types.NamespacedName,
 		return "", nil, err
 	}
 	return sent, s, nil
+}
+
+// acceptsInput refuses to send to a Session that has ended: nothing would read it.
+func acceptsInput(s *flowv1alpha1.Session) error {
+	if s.Status.Phase.IsTerminal() || s.Spec.Cancel {
+		phase := s.Status.Phase
+		if !phase.IsTerminal() {
+			phase = "being cancelled"
+		}
+		return fmt.Errorf("session/%s is %s and takes no more input", s.Name, phase)
+	}
+	return nil
 }
 
 // nextMessageID is m-<n+1> for n messages, or that with a random suffix when taken.
