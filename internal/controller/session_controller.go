@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -59,6 +60,8 @@ type SessionReconciler struct {
 	Advance AdvanceMode
 	// MaxConcurrentReconciles bounds parallel steps (default 4).
 	MaxConcurrentReconciles int
+	// Shard, when set, limits the reconciler to the Sessions whose labels match it.
+	Shard labels.Selector
 
 	snapshots *snapshotCache
 }
@@ -76,7 +79,7 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !s.DeletionTimestamp.IsZero() {
+	if !s.DeletionTimestamp.IsZero() || !r.inShard(&s) {
 		return ctrl.Result{}, nil
 	}
 	now := r.Clock.Now()
@@ -362,12 +365,18 @@ func (r *SessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			},
 		})
 	}
+	inShard := predicate.NewPredicateFuncs(r.inShard)
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&flowv1.Session{}, builder.WithPredicates(sessionEvents)).
+		For(&flowv1.Session{}, builder.WithPredicates(inShard, sessionEvents)).
 		Watches(&flowv1.Journey{}, handler.EnqueueRequestsFromMapFunc(r.waitingSessions)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("session").
 		Complete(r)
+}
+
+// inShard reports whether o belongs to this reconciler's shard.
+func (r *SessionReconciler) inShard(o client.Object) bool {
+	return r.Shard == nil || r.Shard.Matches(labels.Set(o.GetLabels()))
 }
 
 // waitingSessions maps a Journey to the Sessions that have not pinned a revision yet.
@@ -378,7 +387,7 @@ func (r *SessionReconciler) waitingSessions(ctx context.Context, o client.Object
 	}
 	var reqs []reconcile.Request
 	for i := range list.Items {
-		if list.Items[i].Status.JourneyRevision == "" {
+		if list.Items[i].Status.JourneyRevision == "" && r.inShard(&list.Items[i]) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 	}

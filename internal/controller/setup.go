@@ -1,7 +1,17 @@
 package controller
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
 
 // Options configure the controllers.
@@ -12,6 +22,45 @@ type Options struct {
 	Advance AdvanceMode
 	// MaxConcurrentReconciles bounds parallel Session steps.
 	MaxConcurrentReconciles int
+	// ShardSelector, when set, restricts this manager to the Sessions whose labels match
+	// it. Give the manager's cache the same selector (CacheOptions) so Sessions of other
+	// shards are not even held in memory.
+	ShardSelector labels.Selector
+}
+
+// DefaultLeaderElectionID is the lease of an unsharded manager.
+const DefaultLeaderElectionID = "journey-operator.flow.journey.dev"
+
+// CacheOptions are the cache options the controllers are meant to run with: the
+// Session informer restricted to shard (nil or empty: every Session), the
+// ControllerRevision informer restricted to Journey revisions, and managedFields dropped
+// from every cached object (the controllers never read them, and on a Session written
+// once per step they are a large share of the object).
+func CacheOptions(shard labels.Selector) cache.Options {
+	journeyRevisions := labels.NewSelector()
+	if req, err := labels.NewRequirement(LabelJourney, selection.Exists, nil); err == nil {
+		journeyRevisions = journeyRevisions.Add(*req)
+	}
+	opts := cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&appsv1.ControllerRevision{}: {Label: journeyRevisions},
+		},
+	}
+	if shard != nil && !shard.Empty() {
+		opts.ByObject[&flowv1.Session{}] = cache.ByObject{Label: shard}
+	}
+	return opts
+}
+
+// LeaderElectionID is the lease name of a manager for shard: each shard elects its own
+// leader, so the replicas of one shard are active/standby while shards run side by side.
+func LeaderElectionID(shard labels.Selector) string {
+	if shard == nil || shard.Empty() {
+		return DefaultLeaderElectionID
+	}
+	sum := sha256.Sum256([]byte(shard.String()))
+	return "shard-" + hex.EncodeToString(sum[:])[:10] + "." + DefaultLeaderElectionID
 }
 
 // Setup registers the Journey, Pathway and Session controllers with mgr.
@@ -31,5 +80,6 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Agents:                  opts.Agents,
 		Advance:                 opts.Advance,
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+		Shard:                   opts.ShardSelector,
 	}).SetupWithManager(mgr)
 }
