@@ -1,0 +1,293 @@
+// Package security holds end-to-end checks of the operator's security claims that no
+// single package can make alone (see docs/security.md).
+package security
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/controller"
+	"github.com/journeyops/journey-operator/internal/testenv"
+)
+
+// syncBuffer collects the manager's log lines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// logs receives every log line of the manager, at every verbosity.
+var logs = &syncBuffer{}
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.Level(zapcore.Level(-10))))
+	os.Exit(m.Run())
+}
+
+// chatServer is an OpenAI-compatible endpoint that echoes the bearer token it receives
+// in its error bodies, as real servers sometimes do. The model decides the script:
+// "flaky" fails its first call with a 500 that echoes the key and then decides "done";
+// "revoked" always answers 401 with the key in the message.
+type chatServer struct {
+	*httptest.Server
+	mu      sync.Mutex
+	calls   map[string]int
+	bearers []string
+}
+
+func newChatServer(t *testing.T) *chatServer {
+	s := &chatServer{calls: map[string]int{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Model string `json:"model"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(body, &req)
+		auth := r.Header.Get("Authorization")
+		s.mu.Lock()
+		s.calls[req.Model]++
+		n := s.calls[req.Model]
+		s.bearers = append(s.bearers, auth)
+		s.mu.Unlock()
+
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case req.Model == "revoked":
+			w.WriteHeader(http.StatusUnauthorized)
+			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
+				"message": "Incorrect API key provided: " + strings.TrimPrefix(auth, "Bearer ") + " (header " + auth + ")",
+				"type":    "invalid_request_error", "code": "invalid_api_key"}})
+		case n == 1:
+			w.WriteHeader(http.StatusInternalServerError)
+			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
+				"message": "upstream failure for credentials " + auth, "type": "server_error"}})
+		default:
+			_ = json.NewEncoder(w).Encode(map[string]any{
+				"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": req.Model,
+				"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{
+					"role": "assistant", "content": `{"destination":"done","confidence":0.95,"reasoning":"the work is done"}`}}},
+				"usage": map[string]any{"prompt_tokens": 40, "completion_tokens": 10, "total_tokens": 50},
+			})
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// journey creates a Journey whose entry pathway's success is decided by an openai agent
+// of the given model, then a pathway "done" that ends it.
+func journey(t *testing.T, c client.Client, ns, name, model, baseURL string) {
+	t.Helper()
+	ctx := context.Background()
+	zero := int32(0)
+	objs := []client.Object{
+		&flowv1.Pathway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-start"}, Spec: flowv1.PathwaySpec{
+			RunOn:   flowv1.RunOnEntry,
+			Builtin: &flowv1.BuiltinPathway{Reply: "started"},
+			Transitions: &flowv1.OutcomeTransitions{OnSuccess: &flowv1.OutcomeTransition{Decision: &flowv1.Decision{
+				Agent: "judge", Prompt: "Is the work done?", AllowedDestinations: []flowv1.Name{"done"},
+			}}},
+		}},
+		&flowv1.Pathway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-done"}, Spec: flowv1.PathwaySpec{
+			RunOn: flowv1.RunOnEntry, Builtin: &flowv1.BuiltinPathway{Reply: "finished"},
+		}},
+		&flowv1.Journey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: flowv1.JourneySpec{
+			EntryPathway: "start",
+			Pathways:     []flowv1.PathwayEntry{{Name: "start", PathwayRef: name + "-start"}, {Name: "done", PathwayRef: name + "-done"}},
+			Agents: []flowv1.AgentSpec{{
+				Name: "judge", Provider: flowv1.ProviderOpenAI, Model: model, BaseURL: baseURL,
+				APIKeySecretRef: &flowv1.SecretKeyRef{Name: "llm", Key: "apiKey"},
+				MaxRetries:      &zero, Timeout: &metav1.Duration{Duration: 5 * time.Second},
+			}},
+		}},
+		&flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: flowv1.SessionSpec{
+			JourneyRef: flowv1.JourneyReference{Name: name},
+		}},
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+// TestAPIKeyAppearsNowhere runs Sessions whose decision agent is an OpenAI-compatible
+// endpoint with its key in a Secret. The endpoint echoes the key in a retried 500 and in
+// a terminal 401. Afterwards the key must not appear in any Session or Journey, any
+// Event of the namespace, or any line the manager logged.
+func TestAPIKeyAppearsNowhere(t *testing.T) {
+	raw := make([]byte, 24)
+	_, _ = rand.Read(raw)
+	secretPart := hex.EncodeToString(raw)
+	key := "sk-proj-" + secretPart
+
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(flowv1.AddToScheme(scheme))
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const ns = "secrets"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm"},
+		StringData: map[string]string{"apiKey": key}}); err != nil {
+		t.Fatal(err)
+	}
+
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := controller.Setup(mgr, controller.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+
+	srv := newChatServer(t)
+	journey(t, c, ns, "flaky", "flaky", srv.URL+"/v1")
+	journey(t, c, ns, "revoked", "revoked", srv.URL+"/v1")
+
+	// flaky completes after one transient failure; revoked stalls on the 401.
+	waitFor(t, 60*time.Second, func() error {
+		var flaky, revoked flowv1.Session
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "flaky"}, &flaky); err != nil {
+			return err
+		}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "revoked"}, &revoked); err != nil {
+			return err
+		}
+		if flaky.Status.Phase != flowv1.PhaseCompleted {
+			return fmt.Errorf("flaky is %q, want Completed", flaky.Status.Phase)
+		}
+		if st := apimeta.FindStatusCondition(revoked.Status.Conditions, flowv1.ConditionStalled); st == nil || st.Reason != flowv1.ReasonAgentTerminalError {
+			return fmt.Errorf("revoked has Stalled condition %+v, want reason %s", st, flowv1.ReasonAgentTerminalError)
+		}
+		return nil
+	})
+
+	// The key was really used: every call carried it.
+	srv.mu.Lock()
+	bearers, calls := srv.bearers, srv.calls["flaky"]+srv.calls["revoked"]
+	srv.mu.Unlock()
+	if calls < 3 {
+		t.Errorf("the endpoint got %d calls, want at least 3 (flaky twice, revoked once)", calls)
+	}
+	for _, b := range bearers {
+		if b != "Bearer "+key {
+			t.Fatalf("a call carried Authorization %q, not the Secret's key", b)
+		}
+	}
+
+	// Everything a user or an operator can read. Events are recorded asynchronously:
+	// wait for the stall's Warning.
+	var haystack map[string]string
+	waitFor(t, 10*time.Second, func() error {
+		haystack = map[string]string{}
+		var sessions flowv1.SessionList
+		var journeys flowv1.JourneyList
+		var coreEvents corev1.EventList
+		var events eventsv1.EventList
+		for name, list := range map[string]client.ObjectList{"sessions": &sessions, "journeys": &journeys, "core/v1 events": &coreEvents, "events.k8s.io events": &events} {
+			if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			b, err := json.Marshal(list)
+			if err != nil {
+				return err
+			}
+			haystack[name] = string(b)
+		}
+		haystack["manager logs"] = logs.String()
+		if !strings.Contains(haystack["events.k8s.io events"], flowv1.ReasonAgentTerminalError) {
+			return fmt.Errorf("no %s event yet", flowv1.ReasonAgentTerminalError)
+		}
+		return nil
+	})
+
+	for where, text := range haystack {
+		for _, needle := range []string{key, secretPart, secretPart[:16], secretPart[len(secretPart)-16:]} {
+			if i := strings.Index(text, needle); i >= 0 {
+				start, end := max(0, i-120), min(len(text), i+len(needle)+40)
+				t.Errorf("the API key appears in %s: ...%s...", where, text[start:end])
+				break
+			}
+		}
+	}
+	// The echoed errors did reach status, events and logs, scrubbed: the check above
+	// looked at text that had the chance to leak.
+	for _, where := range []string{"sessions", "events.k8s.io events", "manager logs"} {
+		if !strings.Contains(haystack[where], "[redacted]") {
+			t.Errorf("%s hold no scrubbed endpoint error; the test did not exercise the leak it guards against", where)
+		}
+	}
+}
+
+func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("condition not met after %s: %v", timeout, err)
+}
