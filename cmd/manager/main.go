@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -21,6 +22,7 @@ import (
 func main() {
 	var (
 		metricsAddr, probeAddr, advance string
+		shardSelector                   string
 		leaderElect, secureMetrics      bool
 		concurrency                     int
 		qps                             float64
@@ -32,6 +34,7 @@ func main() {
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
 	flag.IntVar(&concurrency, "max-concurrent-reconciles", 4, "Sessions stepped in parallel.")
 	flag.StringVar(&advance, "advance", string(controller.AdvanceWatch), "How Running Sessions get their next step: watch or requeue.")
+	flag.StringVar(&shardSelector, "shard-selector", "", "Label selector of the Sessions this manager runs, e.g. 'journey.dev/shard=a' (empty: all). Each shard elects its own leader.")
 	flag.Float64Var(&qps, "kube-api-qps", 50, "Client queries per second to the API server.")
 	flag.IntVar(&burst, "kube-api-burst", 100, "Client burst to the API server.")
 	opts := zap.Options{}
@@ -44,6 +47,12 @@ func main() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(flowv1.AddToScheme(scheme))
 
+	shard, err := labels.Parse(shardSelector)
+	if err != nil {
+		log.Error(err, "Invalid --shard-selector", "selector", shardSelector)
+		os.Exit(2)
+	}
+
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(qps), burst
 	metricsOpts := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics}
@@ -55,7 +64,8 @@ func main() {
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
-		LeaderElectionID:       "journey-operator.flow.journey.dev",
+		LeaderElectionID:       controller.LeaderElectionID(shard),
+		Cache:                  controller.CacheOptions(shard),
 	})
 	if err != nil {
 		log.Error(err, "Unable to create manager")
@@ -64,6 +74,7 @@ func main() {
 	if err := controller.Setup(mgr, controller.Options{
 		Advance:                 controller.AdvanceMode(advance),
 		MaxConcurrentReconciles: concurrency,
+		ShardSelector:           shard,
 	}); err != nil {
 		log.Error(err, "Unable to set up controllers")
 		os.Exit(1)
