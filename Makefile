@@ -19,8 +19,9 @@ help: ## Display this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: ## Generate CRDs and RBAC from the markers.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
+manifests: ## Generate CRDs, RBAC and webhook configurations from the markers.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/..." paths="./internal/..." \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac output:webhook:artifacts:config=config/webhook
 
 .PHONY: generate
 generate: ## Generate DeepCopy methods.
@@ -28,7 +29,7 @@ generate: ## Generate DeepCopy methods.
 
 .PHONY: docs
 docs: ## Regenerate the API reference (docs/api.md).
-	@if [ -x hack/gen-api-docs.sh ]; then bash hack/gen-api-docs.sh; fi
+	bash hack/gen-api-docs.sh
 
 .PHONY: fmt
 fmt: ## Run go fmt.
