@@ -17,6 +17,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/controller"
+	"github.com/journeyops/journey-operator/internal/webhook"
 )
 
 func main() {
@@ -24,6 +25,7 @@ func main() {
 		metricsAddr, probeAddr, advance string
 		shardSelector                   string
 		leaderElect, secureMetrics      bool
+		enableWebhooks                  bool
 		concurrency                     int
 		qps                             float64
 		burst                           int
@@ -32,6 +34,7 @@ func main() {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one manager is active (active/standby).")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
+	flag.BoolVar(&enableWebhooks, "enable-webhooks", true, "Serve the Session admission webhook (stamps and authorizes approvals). Needs serving certificates, e.g. from cert-manager (config/default).")
 	flag.IntVar(&concurrency, "max-concurrent-reconciles", 4, "Sessions stepped in parallel.")
 	flag.StringVar(&advance, "advance", string(controller.AdvanceWatch), "How Running Sessions get their next step: watch or requeue.")
 	flag.StringVar(&shardSelector, "shard-selector", "", "Label selector of the Sessions this manager runs, e.g. 'journey.dev/shard=a' (empty: all). Each shard elects its own leader.")
@@ -78,6 +81,12 @@ func main() {
 	}); err != nil {
 		log.Error(err, "Unable to set up controllers")
 		os.Exit(1)
+	}
+	if enableWebhooks {
+		if err := webhook.SetupWebhooks(mgr, webhook.Options{}); err != nil {
+			log.Error(err, "Unable to set up webhooks")
+			os.Exit(1)
+		}
 	}
 	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
 	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
