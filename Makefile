@@ -69,7 +69,7 @@ build: ## Build the manager and the kubectl plugin into bin/.
 
 .PHONY: run
 run: manifests generate ## Run the manager against the cluster of your kubeconfig.
-	$(GO) run ./cmd/manager
+	$(GO) run ./cmd/manager --enable-webhooks=false --metrics-bind-address=:8080 --metrics-secure=false
 
 .PHONY: demo
 demo: envtest ## Run the sample journeys on a local control plane with the builtin agent.
