@@ -14,6 +14,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -474,5 +475,64 @@ func TestGraphOnCluster(t *testing.T) {
 	}
 	if _, _, err := kubectlJourney(ctx, "graph", "other", "--session", "drawn"); err == nil || !strings.Contains(err.Error(), "runs journey referral, not other") {
 		t.Errorf("graph of another journey: %v", err)
+	}
+}
+
+func TestWatchAllSessions(t *testing.T) {
+	controlPlane(t)
+	ctx := context.Background()
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "team"}}}
+	if err := admin.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"b", "a"} {
+		s := &flowv1alpha1.Session{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team"},
+			Spec:       flowv1alpha1.SessionSpec{JourneyRef: flowv1alpha1.JourneyReference{Name: "referral"}},
+		}
+		if err := admin.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	var out string
+	var err error
+	go func() {
+		defer close(done)
+		out, _, err = kubectlJourney(ctx, "watch", "-n", "team", "--timeout", "2s")
+	}()
+	time.Sleep(700 * time.Millisecond)
+	s := &flowv1alpha1.Session{}
+	if err := admin.Get(ctx, types.NamespacedName{Namespace: "team", Name: "a"}, s); err != nil {
+		t.Fatal(err)
+	}
+	base := s.DeepCopy()
+	s.Status.Phase, s.Status.CurrentPathway = flowv1alpha1.PhaseRunning, "intake"
+	if err := admin.Status().Patch(ctx, s, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if err != nil {
+		t.Fatalf("watch of a namespace: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("watch printed %d lines; want a header, a and b, and a's change:\n%s", len(lines), out)
+	}
+	for i, want := range []string{"SESSION                   PHASE", "  a                         <none>", "  b                         <none>", "  a                         Running           intake"} {
+		if !strings.Contains(lines[i], want) {
+			t.Errorf("line %d %q lacks %q", i, lines[i], want)
+		}
+	}
+
+	out, _, err = kubectlJourney(ctx, "watch", "-A", "--timeout", "1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "  team/a   ") || !strings.Contains(out, "  team/b   ") {
+		t.Errorf("watch -A:\n%s", out)
+	}
+	if _, _, err := kubectlJourney(ctx, "watch", "a", "-A"); err == nil {
+		t.Error("watch SESSION -A accepted")
 	}
 }

@@ -1,10 +1,12 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,28 +24,48 @@ const watchExample = `  # Follow a Session until it completes, fails or is cance
   kubectl journey watch patient-12345
 
   # Give up after five minutes
-  kubectl journey watch deploy-42 --timeout 5m -n ci`
+  kubectl journey watch deploy-42 --timeout 5m -n ci
+
+  # Follow every Session of the namespace, or of all namespaces
+  kubectl journey watch
+  kubectl journey watch -A`
 
 type watchOptions struct {
 	*Options
-	timeout time.Duration
+	timeout       time.Duration
+	allNamespaces bool
 }
 
 func newWatchCommand(o *Options) *cobra.Command {
 	wo := &watchOptions{Options: o}
 	cmd := &cobra.Command{
-		Use:   "watch SESSION",
+		Use:   "watch [SESSION]",
 		Short: "Follow a Session as it runs",
-		Long: `Print a line each time a Session's phase, pathway, iteration, confidence, last reply
-or stall reason changes, until it reaches a terminal phase (Completed, Failed or
-Cancelled), --timeout passes, or you interrupt it.`,
+		Long: `Print a line each time a Session's phase, pathway, iteration, confidence, last reply,
+pending decision or stall reason changes, until it reaches a terminal phase (Completed,
+Failed or Cancelled), --timeout passes, or you interrupt it.
+
+Without SESSION it follows every Session of the namespace (of all namespaces with -A),
+one line per change prefixed with the Session, until --timeout or an interrupt.`,
 		Example: watchExample,
-		Args:    exactArgs(1, "SESSION"),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return fmt.Errorf("watch takes at most one SESSION (got %d arguments)", len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return wo.runAll(cmd.Context())
+			}
+			if wo.allNamespaces {
+				return errors.New("-A/--all-namespaces follows every Session; leave out SESSION")
+			}
 			return wo.run(cmd.Context(), args[0])
 		},
 	}
 	cmd.Flags().DurationVar(&wo.timeout, "timeout", 0, "Stop watching after this long; 0 watches until the Session ends")
+	cmd.Flags().BoolVarP(&wo.allNamespaces, "all-namespaces", "A", false, "Without SESSION: follow the Sessions of all namespaces")
 	return cmd
 }
 
@@ -75,27 +97,76 @@ func (wo *watchOptions) run(ctx context.Context, name string) error {
 	return err
 }
 
-// watchPrinter prints one line per visible change of a Session.
-type watchPrinter struct {
-	out    io.Writer
-	header bool
-	last   string
+// runAll follows every Session of the namespace (or all namespaces) until ctx ends.
+func (wo *watchOptions) runAll(ctx context.Context) error {
+	if wo.timeout < 0 {
+		return errors.New("--timeout must not be negative")
+	}
+	ns := ""
+	if !wo.allNamespaces {
+		var err error
+		if ns, err = wo.namespace(); err != nil {
+			return err
+		}
+	}
+	c, err := wo.NewClient()
+	if err != nil {
+		return err
+	}
+	if wo.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wo.timeout)
+		defer cancel()
+	}
+	p := &watchPrinter{out: wo.Out, withName: true, namespace: wo.allNamespaces}
+	err = observeSessions(ctx, c, ns, wo.PollInterval, func(s *flowv1alpha1.Session) {
+		p.print(s, time.Now())
+	})
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
 }
 
-// watchColumns are the columns of watch lines; REPLY takes the rest of the line.
-const watchFormat = "%-8s  %-16s  %-20s  %-9s  %-10s  %s\n"
+// watchPrinter prints one line per visible change of a Session.
+type watchPrinter struct {
+	out io.Writer
+	// withName prefixes lines with the Session's name; namespace adds its namespace.
+	withName, namespace bool
+	header              bool
+	last                map[types.NamespacedName]string
+}
+
+// watchFormat lays out the columns after TIME (and SESSION); LAST REPLY takes the rest.
+const watchFormat = "%-16s  %-20s  %-9s  %-10s  %s\n"
 
 func (p *watchPrinter) print(s *flowv1alpha1.Session, now time.Time) {
+	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 	line := WatchLine(s)
-	if line == p.last {
+	if p.last == nil {
+		p.last = map[types.NamespacedName]string{}
+	}
+	if prev, ok := p.last[key]; ok && prev == line {
 		return
 	}
-	p.last = line
+	p.last[key] = line
+	name := s.Name
+	if p.namespace {
+		name = s.Namespace + "/" + s.Name
+	}
 	if !p.header {
 		p.header = true
-		fmt.Fprintf(p.out, watchFormat, "TIME", "PHASE", "PATHWAY", "ITERATION", "CONFIDENCE", "LAST REPLY")
+		fmt.Fprintf(p.out, "%-8s  ", "TIME")
+		if p.withName {
+			fmt.Fprintf(p.out, "%-24s  ", "SESSION")
+		}
+		fmt.Fprintf(p.out, watchFormat, "PHASE", "PATHWAY", "ITERATION", "CONFIDENCE", "LAST REPLY")
 	}
-	fmt.Fprintf(p.out, "%-8s  %s", now.Format("15:04:05"), line)
+	fmt.Fprintf(p.out, "%-8s  ", now.Format("15:04:05"))
+	if p.withName {
+		fmt.Fprintf(p.out, "%-24s  ", name)
+	}
+	fmt.Fprint(p.out, line)
 }
 
 // WatchLine is the watch line of a Session without its time: phase, pathway, iteration,
@@ -122,7 +193,7 @@ func WatchLine(s *flowv1alpha1.Session) string {
 	if st.Iteration > 0 {
 		iter = fmt.Sprint(st.Iteration)
 	}
-	return fmt.Sprintf(watchFormat[len("%-8s  "):], phase, orNone(st.CurrentPathway), iter, orNone(string(st.Confidence)), last)
+	return fmt.Sprintf(watchFormat, phase, orNone(st.CurrentPathway), iter, orNone(string(st.Confidence)), last)
 }
 
 func truncate(s string, n int) string {
@@ -160,7 +231,7 @@ func observeSession(ctx context.Context, c client.WithWatch, key types.Namespace
 			}
 			return pollSession(ctx, c, key, interval, fn)
 		}
-		done, err := drainWatch(ctx, w, key, fn)
+		done, err := drainWatch(ctx, w, key, fn, false)
 		w.Stop()
 		if done || err != nil {
 			return err
@@ -175,7 +246,9 @@ func observeSession(ctx context.Context, c client.WithWatch, key types.Namespace
 	}
 }
 
-func drainWatch(ctx context.Context, w watch.Interface, key types.NamespacedName, fn func(*flowv1alpha1.Session) (bool, error)) (bool, error) {
+// drainWatch feeds the Sessions of w's events to fn until fn is done, the watch ends
+// (false, nil) or ctx ends. A deletion is an error unless ignoreDeleted.
+func drainWatch(ctx context.Context, w watch.Interface, key types.NamespacedName, fn func(*flowv1alpha1.Session) (bool, error), ignoreDeleted bool) (bool, error) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -194,10 +267,53 @@ func drainWatch(ctx context.Context, w watch.Interface, key types.NamespacedName
 					return true, err
 				}
 			case watch.Deleted:
+				if ignoreDeleted {
+					continue
+				}
 				return true, fmt.Errorf("session %s was deleted", describeKey(key))
 			case watch.Error:
 				return false, nil
 			}
+		}
+	}
+}
+
+// observeSessions calls fn with every Session of namespace ns (all namespaces when
+// empty) now and after every change, until ctx ends. Deleted Sessions are not reported.
+func observeSessions(ctx context.Context, c client.WithWatch, ns string, interval time.Duration, fn func(*flowv1alpha1.Session)) error {
+	for {
+		list := &flowv1alpha1.SessionList{}
+		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("listing sessions: %w", err)
+		}
+		slices.SortFunc(list.Items, func(a, b flowv1alpha1.Session) int {
+			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+		})
+		for i := range list.Items {
+			fn(&list.Items[i])
+		}
+		w, err := c.Watch(ctx, &flowv1alpha1.SessionList{}, &client.ListOptions{
+			Namespace: ns,
+			Raw:       &metav1.ListOptions{ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true},
+		})
+		if err == nil {
+			_, err = drainWatch(ctx, w, types.NamespacedName{}, func(s *flowv1alpha1.Session) (bool, error) {
+				fn(s)
+				return false, nil
+			}, true)
+			w.Stop()
+			if err != nil {
+				return err
+			}
+		}
+		// Relist after the watch ended or could not start, after a pause.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
 		}
 	}
 }
