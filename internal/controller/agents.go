@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,9 +29,16 @@ func (f AgentFactoryFunc) Agent(ctx context.Context, secrets client.Reader, name
 	return f(ctx, secrets, namespace, spec)
 }
 
+// intentCacheTTL is how long a classification is reused. One cache serves the
+// process; its key holds the model, the message and the whole intent set, so journeys
+// never see each other's answers.
+const intentCacheTTL = 5 * time.Minute
+
 // DefaultAgents builds builtin agents, and openai agents with the API key read from the
 // Secret at each call: never cached beyond the call, never logged or written to status.
+// Intent classifications of openai agents go through a bounded, TTL cache.
 func DefaultAgents(opts ...openai.Option) AgentFactory {
+	cache := agent.NewIntentCache(agent.DefaultIntentCacheSize, intentCacheTTL, time.Now)
 	return AgentFactoryFunc(func(ctx context.Context, secrets client.Reader, namespace string, spec flowv1.AgentSpec) (agent.Agent, error) {
 		if spec.Provider != flowv1.ProviderOpenAI {
 			return builtin.New(spec), nil
@@ -39,7 +47,11 @@ func DefaultAgents(opts ...openai.Option) AgentFactory {
 		if err != nil {
 			return nil, err
 		}
-		return openai.New(spec, key, opts...)
+		a, err := openai.New(spec, key, opts...)
+		if err != nil {
+			return nil, &agent.Error{Class: agent.Terminal, Kind: flowv1.FailureValidation, Source: flowv1.FailureSystem, Agent: string(spec.Name), Err: err}
+		}
+		return agent.CachedClassifier(a, cache, spec.BaseURL+"|"+spec.Model), nil
 	})
 }
 
