@@ -1,0 +1,196 @@
+package journeytest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/engine"
+)
+
+// pathwayAnswer is a PathwayResponse whose complete defaults to true.
+type pathwayAnswer struct {
+	Reply      string            `json:"reply,omitempty"`
+	Outputs    map[string]any    `json:"outputs,omitempty"`
+	ResultType flowv1.ResultType `json:"resultType,omitempty"`
+	Complete   *bool             `json:"complete,omitempty"`
+	Usage      agent.Usage       `json:"usage,omitzero"`
+}
+
+// response decodes the answer into what the agent returns: a response, or an error.
+func (a *Answer) response() (reply, error) {
+	if a.Error != nil {
+		e := &agent.Error{Class: agent.Invalid, Kind: a.Error.Kind, Source: a.Error.Source, Err: errors.New(a.Error.Message)}
+		if a.Error.Class == string(agent.Terminal) {
+			e.Class = agent.Terminal
+		}
+		if e.Kind == "" {
+			e.Kind = flowv1.FailureValidation
+		}
+		if e.Source == "" {
+			e.Source = flowv1.FailureLLM
+		}
+		return reply{err: e}, nil
+	}
+	if a.Answer == nil {
+		return reply{}, errors.New("no answer")
+	}
+	switch a.Kind {
+	case flowv1.EffectRunPathway:
+		var p pathwayAnswer
+		if err := strictJSON(a.Answer, &p); err != nil {
+			return reply{}, fmt.Errorf("a RunPathway answer has reply, outputs, resultType, complete and usage: %w", err)
+		}
+		r := agent.PathwayResponse{Reply: p.Reply, Outputs: p.Outputs, ResultType: p.ResultType, Complete: true, Usage: p.Usage}
+		if p.Complete != nil {
+			r.Complete = *p.Complete
+		}
+		return reply{resp: r}, nil
+	case flowv1.EffectDecide:
+		var d agent.DecisionResponse
+		if err := strictJSON(a.Answer, &d); err != nil {
+			return reply{}, fmt.Errorf("a Decide answer has destination, confidence (a number), reasoning and usage: %w", err)
+		}
+		return reply{resp: d}, nil
+	case flowv1.EffectClassifyIntent:
+		var i agent.IntentResponse
+		if err := strictJSON(a.Answer, &i); err != nil {
+			return reply{}, fmt.Errorf("a ClassifyIntent answer has intent, confidence (a number), reasoning and usage: %w", err)
+		}
+		return reply{resp: i}, nil
+	}
+	return reply{}, fmt.Errorf("unknown kind %q", a.Kind)
+}
+
+// MissingAnswerError says that the engine called a remote agent the test has no
+// recorded answer for.
+type MissingAnswerError struct {
+	Step   int // 1-based
+	Effect string
+	Kind   flowv1.EffectKind
+	Given  int
+}
+
+func (e *MissingAnswerError) Error() string {
+	have := "it has none"
+	if e.Given > 0 {
+		have = fmt.Sprintf("its %d answers are used up", e.Given)
+	}
+	return fmt.Sprintf("the engine called an LLM agent (%s) and the step has no recorded answer for it (%s): add one under steps[%d].answers, for example {kind: %s, answer: %s}",
+		e.Effect, have, e.Step-1, e.Kind, exampleAnswer(e.Kind))
+}
+
+func exampleAnswer(k flowv1.EffectKind) string {
+	switch k {
+	case flowv1.EffectRunPathway:
+		return "{reply: ..., outputs: {...}, resultType: success, complete: true}"
+	case flowv1.EffectDecide:
+		return "{destination: ..., confidence: 0.9, reasoning: ...}"
+	}
+	return "{intent: <transition name or none>, confidence: 0.9}"
+}
+
+// script answers the effects of one step from its recorded answers, in order.
+type script struct {
+	step    int // 1-based
+	answers []Answer
+	used    int
+}
+
+func (s *script) answer(eff *engine.Effect) (reply, error) {
+	if s.used >= len(s.answers) {
+		return reply{}, &MissingAnswerError{Step: s.step, Effect: describeEffect(eff), Kind: eff.Kind, Given: len(s.answers)}
+	}
+	a := &s.answers[s.used]
+	where := fmt.Sprintf("answers[%d]", s.used)
+	s.used++
+	if a.Kind != eff.Kind {
+		return reply{}, fmt.Errorf("the engine called an LLM agent (%s) but %s is a %s answer", describeEffect(eff), where, a.Kind)
+	}
+	agentName := ""
+	if len(eff.Agents) > 0 {
+		agentName = string(eff.Agents[0].Name)
+	}
+	if a.Agent != "" && a.Agent != agentName {
+		return reply{}, fmt.Errorf("the engine called %s but %s is for agent %s", describeEffect(eff), where, a.Agent)
+	}
+	if a.Pathway != "" {
+		p := ""
+		switch {
+		case eff.Pathway != nil:
+			p = eff.Pathway.Pathway
+		case eff.Decision != nil:
+			p = eff.Decision.Pathway
+		}
+		if a.Pathway != p {
+			return reply{}, fmt.Errorf("the engine called %s but %s is for pathway %s", describeEffect(eff), where, a.Pathway)
+		}
+	}
+	if a.InputHash != "" && !strings.HasPrefix(eff.InputHash, a.InputHash) {
+		return reply{}, fmt.Errorf("the engine called %s with a question (input hash %.12s) other than the recorded one of %s (input hash %.12s)",
+			describeEffect(eff), eff.InputHash, where, a.InputHash)
+	}
+	r, err := a.response()
+	if err != nil {
+		return reply{}, fmt.Errorf("%s: %w", where, err)
+	}
+	var ae *agent.Error
+	if errors.As(r.err, &ae) {
+		ae.Agent = agentName
+	}
+	return r, nil
+}
+
+// unused reports answers the step did not need.
+func (s *script) unused() []string {
+	var out []string
+	for i := s.used; i < len(s.answers); i++ {
+		out = append(out, fmt.Sprintf("answers[%d] (%s) was not used: the engine made fewer LLM calls than recorded", i, s.answers[i].Kind))
+	}
+	return out
+}
+
+// answerOf turns a journaled agent result back into a recorded answer.
+func answerOf(rec *flowv1.EffectRecord) Answer {
+	a := Answer{Kind: rec.Kind, Agent: rec.Agent, InputHash: rec.InputHash}
+	res := rec.Result
+	if f := res.Failure; f != nil {
+		msg := f.Message
+		// Strip the "agent <name>: <class> <kind>: " prefix agent errors add.
+		if rest, ok := strings.CutPrefix(msg, "agent "+rec.Agent+": "); ok {
+			if _, tail, ok := strings.Cut(rest, ": "); ok {
+				msg = tail
+			}
+		}
+		a.Error = &AnswerError{Kind: f.Kind, Source: f.Source, Message: msg}
+		return a
+	}
+	usage := agent.Usage{PromptTokens: res.Usage.PromptTokens, CompletionTokens: res.Usage.CompletionTokens}
+	if res.Usage.CostUSD != "" {
+		fmt.Sscan(res.Usage.CostUSD, &usage.CostUSD)
+	}
+	var v any
+	switch rec.Kind {
+	case flowv1.EffectRunPathway:
+		p := pathwayAnswer{Reply: res.Reply, ResultType: res.ResultType, Complete: res.Complete, Usage: usage}
+		if res.Outputs != nil {
+			_ = json.Unmarshal(res.Outputs.Raw, &p.Outputs)
+		}
+		v = p
+	case flowv1.EffectDecide:
+		d := agent.DecisionResponse{Destination: res.Destination, Reasoning: res.Reasoning, Usage: usage}
+		fmt.Sscan(string(res.Confidence), &d.Confidence)
+		v = d
+	case flowv1.EffectClassifyIntent:
+		i := agent.IntentResponse{Intent: res.Intent, Reasoning: res.Reasoning, Usage: usage}
+		fmt.Sscan(string(res.Confidence), &i.Confidence)
+		v = i
+	}
+	raw, _ := json.Marshal(v)
+	a.Answer = bytes.TrimSpace(raw)
+	return a
+}
