@@ -1,0 +1,140 @@
+package webhook_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/journeyops/journey-operator/internal/testenv"
+	"github.com/journeyops/journey-operator/internal/webhook"
+)
+
+// TestDefaultKustomizationServesTheWebhook renders config/default and checks the
+// webhook wiring a cluster needs: the configurations call the prefixed Service in the
+// manager's namespace at the paths SetupWebhooks serves, cert-manager issues a
+// certificate for that Service and injects its CA, the manager mounts the certificate
+// and exposes the port, and the user ClusterRoles aggregate as documented.
+func TestDefaultKustomizationServesTheWebhook(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not installed")
+	}
+	out, err := exec.Command(kubectl, "kustomize", filepath.Join(testenv.RepoRoot(), "config", "default")).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("kubectl kustomize config/default: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	objs := map[string]*unstructured.Unstructured{}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatal(err)
+		}
+		if len(m) > 0 {
+			u := &unstructured.Unstructured{Object: m}
+			objs[u.GetKind()+"/"+u.GetName()] = u
+		}
+	}
+	get := func(key string) *unstructured.Unstructured {
+		t.Helper()
+		u, ok := objs[key]
+		if !ok {
+			t.Fatalf("config/default renders no %s", key)
+		}
+		return u
+	}
+	str := func(u *unstructured.Unstructured, fields ...string) string {
+		s, _, _ := unstructured.NestedString(u.Object, fields...)
+		return s
+	}
+
+	const nsName, svcName = "journey-operator-system", "journey-operator-webhook-service"
+	svc := get("Service/" + svcName)
+	if svc.GetNamespace() != nsName {
+		t.Errorf("webhook Service in namespace %q, want %q", svc.GetNamespace(), nsName)
+	}
+	for kind, path := range map[string]string{
+		"MutatingWebhookConfiguration/journey-operator-mutating-webhook-configuration":     webhook.MutatePath,
+		"ValidatingWebhookConfiguration/journey-operator-validating-webhook-configuration": webhook.ValidatePath,
+	} {
+		wh := get(kind)
+		if got := wh.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != nsName+"/journey-operator-serving-cert" {
+			t.Errorf("%s: inject-ca-from = %q", kind, got)
+		}
+		hooks, _, _ := unstructured.NestedSlice(wh.Object, "webhooks")
+		if len(hooks) != 1 {
+			t.Fatalf("%s: %d webhooks, want 1", kind, len(hooks))
+		}
+		h := &unstructured.Unstructured{Object: hooks[0].(map[string]any)}
+		if got := [3]string{str(h, "clientConfig", "service", "name"), str(h, "clientConfig", "service", "namespace"), str(h, "clientConfig", "service", "path")}; got != [3]string{svcName, nsName, path} {
+			t.Errorf("%s calls %v, want %v", kind, got, [3]string{svcName, nsName, path})
+		}
+		if str(h, "failurePolicy") != "Fail" {
+			t.Errorf("%s: failurePolicy %q, want Fail", kind, str(h, "failurePolicy"))
+		}
+	}
+
+	cert := get("Certificate/journey-operator-serving-cert")
+	dns, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+	if want := []string{svcName + "." + nsName + ".svc", svcName + "." + nsName + ".svc.cluster.local"}; !slices.Equal(dns, want) {
+		t.Errorf("certificate dnsNames %v, want %v", dns, want)
+	}
+	if got := str(cert, "spec", "issuerRef", "name"); got != "journey-operator-selfsigned-issuer" {
+		t.Errorf("certificate issuer %q", got)
+	}
+	get("Issuer/journey-operator-selfsigned-issuer")
+	secret := str(cert, "spec", "secretName")
+
+	dep := get("Deployment/journey-operator-controller-manager")
+	containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	c := &unstructured.Unstructured{Object: containers[0].(map[string]any)}
+	ports, _, _ := unstructured.NestedSlice(c.Object, "ports")
+	if !slices.ContainsFunc(ports, func(p any) bool { return fmt.Sprint(p.(map[string]any)["containerPort"]) == "9443" }) {
+		t.Errorf("manager exposes ports %v, want 9443", ports)
+	}
+	mounts, _, _ := unstructured.NestedSlice(c.Object, "volumeMounts")
+	volumes, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "volumes")
+	mounted := false
+	for _, m := range mounts {
+		m := m.(map[string]any)
+		if m["mountPath"] != "/tmp/k8s-webhook-server/serving-certs" {
+			continue
+		}
+		for _, v := range volumes {
+			v := v.(map[string]any)
+			if s, ok := v["secret"].(map[string]any); ok && v["name"] == m["name"] && s["secretName"] == secret {
+				mounted = true
+			}
+		}
+	}
+	if !mounted {
+		t.Errorf("manager does not mount Secret %s at the webhook server's certificate directory: mounts %v, volumes %v", secret, mounts, volumes)
+	}
+
+	for name, label := range map[string]string{
+		"journey-operator-journey-editor": "rbac.authorization.k8s.io/aggregate-to-edit",
+		"journey-operator-journey-viewer": "rbac.authorization.k8s.io/aggregate-to-view",
+	} {
+		if got := get("ClusterRole/" + name).GetLabels()[label]; got != "true" {
+			t.Errorf("ClusterRole %s: label %s = %q, want \"true\"", name, label, got)
+		}
+	}
+	if labels := get("ClusterRole/journey-operator-journey-approver").GetLabels(); labels["rbac.authorization.k8s.io/aggregate-to-edit"] != "" {
+		t.Errorf("journey-approver aggregates: %v", labels)
+	}
+}
