@@ -37,6 +37,13 @@ type writes struct{ patch, create, update int }
 // runWithFake runs the plugin with args against a fake API server holding objs.
 func runWithFake(t *testing.T, w *writes, objs []client.Object, args ...string) (string, string, error) {
 	t.Helper()
+	out, errOut, _, err := runWithFakeInput(t, w, objs, "", args...)
+	return out, errOut, err
+}
+
+// runWithFakeInput is runWithFake with standard input; it also returns the fake client.
+func runWithFakeInput(t *testing.T, w *writes, objs []client.Object, stdin string, args ...string) (string, string, client.Client, error) {
+	t.Helper()
 	c := fake.NewClientBuilder().WithScheme(Scheme).WithObjects(objs...).
 		WithStatusSubresource(&flowv1alpha1.Session{}).
 		WithInterceptorFuncs(interceptor.Funcs{
@@ -54,12 +61,31 @@ func runWithFake(t *testing.T, w *writes, objs []client.Object, args ...string) 
 			},
 		}).Build()
 	var out, errOut bytes.Buffer
-	o := NewOptions(genericiooptions.IOStreams{Out: &out, ErrOut: &errOut})
+	o := NewOptions(genericiooptions.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut})
 	o.NewClient = func() (client.WithWatch, error) { return c, nil }
 	cmd := NewCommandWithOptions(o)
 	cmd.SetArgs(append(args, "-n", "default"))
 	err := cmd.ExecuteContext(context.Background())
-	return out.String(), errOut.String(), err
+	return out.String(), errOut.String(), c, err
+}
+
+func TestSayReadsStandardInput(t *testing.T) {
+	var w writes
+	s := pendingSession()
+	out, _, c, err := runWithFakeInput(t, &w, []client.Object{s}, "I need a cardiologist\n", "say", "deploy-42", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != "message m-1 sent to session/deploy-42\n" {
+		t.Errorf("output %q", out)
+	}
+	got := &flowv1alpha1.Session{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(s), got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Spec.Messages) != 1 || got.Spec.Messages[0] != (flowv1alpha1.Message{ID: "m-1", Text: "I need a cardiologist"}) {
+		t.Errorf("messages %+v", got.Spec.Messages)
+	}
 }
 
 func TestApproveRefusesDestinationOutsideAllowedList(t *testing.T) {

@@ -26,7 +26,10 @@ const sayExample = `  # Send a message; its id (m-<n>) is printed
   kubectl journey say patient-12345 "another option please" --wait --timeout 2m
 
   # Choose the message id yourself; sending the same id and text again is a no-op
-  kubectl journey say patient-12345 "yes, book it" --id confirm-1 -n clinic`
+  kubectl journey say patient-12345 "yes, book it" --id confirm-1 -n clinic
+
+  # Read the text from standard input
+  echo "I need a cardiologist" | kubectl journey say patient-12345 -`
 
 type sayOptions struct {
 	*Options
@@ -40,7 +43,7 @@ func newSayCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "say SESSION TEXT",
 		Short: "Send a message to a Session",
-		Long: `Append a message to spec.messages of a Session.
+		Long: `Append a message to spec.messages of a Session. TEXT "-" reads it from standard input.
 
 The message gets the id m-<n> (n is its position, from 1) unless --id is given; when that
 id is taken a short random suffix is added. Concurrent senders never overwrite each other:
@@ -62,6 +65,13 @@ fails when the Session fails, stalls, or does not answer within --timeout.`,
 }
 
 func (so *sayOptions) run(ctx context.Context, name, text string) error {
+	if text == "-" {
+		b, err := io.ReadAll(io.LimitReader(so.In, 8193))
+		if err != nil {
+			return fmt.Errorf("reading TEXT from standard input: %w", err)
+		}
+		text = strings.TrimRight(string(b), "\n")
+	}
 	if strings.TrimSpace(text) == "" {
 		return errors.New("TEXT must not be empty")
 	}
