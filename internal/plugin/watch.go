@@ -119,7 +119,15 @@ func (wo *watchOptions) runAll(ctx context.Context) error {
 		defer cancel()
 	}
 	p := &watchPrinter{out: wo.Out, withName: true, namespace: wo.allNamespaces}
-	err = observeSessions(ctx, c, ns, wo.PollInterval, func(s *flowv1alpha1.Session) {
+	err = observeSessions(ctx, c, ns, wo.PollInterval, func(list []flowv1alpha1.Session) {
+		for _, s := range list {
+			name := s.Name
+			if p.namespace {
+				name = s.Namespace + "/" + s.Name
+			}
+			p.nameWidth = max(p.nameWidth, len(name))
+		}
+	}, func(s *flowv1alpha1.Session) {
 		p.print(s, time.Now())
 	})
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
@@ -135,6 +143,8 @@ type watchPrinter struct {
 	withName, namespace bool
 	header              bool
 	last                map[types.NamespacedName]string
+	// nameWidth is the SESSION column's width: the longest name so far, at least 24.
+	nameWidth int
 }
 
 // watchFormat lays out the columns after TIME (and SESSION); LAST REPLY takes the rest.
@@ -154,17 +164,18 @@ func (p *watchPrinter) print(s *flowv1alpha1.Session, now time.Time) {
 	if p.namespace {
 		name = s.Namespace + "/" + s.Name
 	}
+	p.nameWidth = max(p.nameWidth, 24, len(name))
 	if !p.header {
 		p.header = true
 		fmt.Fprintf(p.out, "%-8s  ", "TIME")
 		if p.withName {
-			fmt.Fprintf(p.out, "%-24s  ", "SESSION")
+			fmt.Fprintf(p.out, "%-*s  ", p.nameWidth, "SESSION")
 		}
 		fmt.Fprintf(p.out, watchFormat, "PHASE", "PATHWAY", "ITERATION", "CONFIDENCE", "LAST REPLY")
 	}
 	fmt.Fprintf(p.out, "%-8s  ", now.Format("15:04:05"))
 	if p.withName {
-		fmt.Fprintf(p.out, "%-24s  ", name)
+		fmt.Fprintf(p.out, "%-*s  ", p.nameWidth, name)
 	}
 	fmt.Fprint(p.out, line)
 }
@@ -280,7 +291,9 @@ func drainWatch(ctx context.Context, w watch.Interface, key types.NamespacedName
 
 // observeSessions calls fn with every Session of namespace ns (all namespaces when
 // empty) now and after every change, until ctx ends. Deleted Sessions are not reported.
-func observeSessions(ctx context.Context, c client.WithWatch, ns string, interval time.Duration, fn func(*flowv1alpha1.Session)) error {
+// listed, when not nil, sees each full list first.
+func observeSessions(ctx context.Context, c client.WithWatch, ns string, interval time.Duration,
+	listed func([]flowv1alpha1.Session), fn func(*flowv1alpha1.Session)) error {
 	for {
 		list := &flowv1alpha1.SessionList{}
 		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
@@ -292,6 +305,9 @@ func observeSessions(ctx context.Context, c client.WithWatch, ns string, interva
 		slices.SortFunc(list.Items, func(a, b flowv1alpha1.Session) int {
 			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 		})
+		if listed != nil {
+			listed(list.Items)
+		}
 		for i := range list.Items {
 			fn(&list.Items[i])
 		}
