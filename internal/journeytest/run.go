@@ -158,69 +158,76 @@ func (c *Case) newSession(snap *engine.Snapshot) (*session, error) {
 // play runs the steps on s. answers, when set, answers the effects instead of the
 // steps' recorded answers.
 func (c *Case) play(s *session, res *Result, answers answerer) {
-	var created bool
 	for i := range c.Steps {
-		step := &c.Steps[i]
-		sr := StepResult{Index: i + 1, Name: step.Name}
-		sr.Input = step.describe(fmt.Sprintf("m%d", len(s.spec.Messages)+1))
-		if step.Message != nil && step.Message.ID != "" {
-			sr.Input = step.describe(step.Message.ID)
-		}
-		if i > 0 && res.Steps[i-1].Err != nil || i > 0 && res.Steps[i-1].Skipped {
-			sr.Skipped = true
-			res.Steps = append(res.Steps, sr)
+		if n := len(res.Steps); n > 0 && (res.Steps[n-1].Err != nil || res.Steps[n-1].Skipped) {
+			step := &c.Steps[i]
+			res.Steps = append(res.Steps, StepResult{Index: i + 1, Name: step.Name, Input: s.describe(step), Skipped: true})
 			continue
 		}
-		begin := time.Now()
-		sc := &script{step: i + 1, answers: step.Answers}
-		a := answerer(sc)
-		if answers != nil {
-			a = answers
-		}
-		all := &progress{}
-		run := func() bool {
-			p, err := s.settle(a)
-			all.history = append(all.history, p.history...)
-			all.replies = append(all.replies, p.replies...)
-			all.effects = append(all.effects, p.effects...)
-			if err != nil {
-				sr.Err = err
-				return false
-			}
-			return true
-		}
-		ok := true
-		if !created {
-			// The Session is created with the initial context only, and settles.
-			created = true
-			ok = run()
-		}
-		if ok && step.After != "" {
-			d, _ := time.ParseDuration(step.After)
-			s.now = s.now.Add(d)
-		}
-		if ok {
-			if _, err := s.send(step); err != nil {
-				sr.Err = err
-				ok = false
-			}
-		}
-		if ok {
-			run()
-		}
-		sr.History, sr.Replies, sr.Effects = all.history, all.replies, all.effects
-		sr.Status = s.st.DeepCopy()
-		if sr.Err == nil {
-			if answers == nil {
-				sr.Failures = append(sr.Failures, sc.unused()...)
-			}
-			if step.Expect != nil {
-				sr.Failures = append(sr.Failures, step.Expect.check(&sr)...)
-			}
-		}
-		sr.Duration = time.Since(begin)
-		res.Steps = append(res.Steps, sr)
+		res.Steps = append(res.Steps, s.run(i, &c.Steps[i], answers))
 	}
+}
+
+func (s *session) describe(step *Step) string {
+	id := fmt.Sprintf("m%d", len(s.spec.Messages)+1)
+	if step.Message != nil && step.Message.ID != "" {
+		id = step.Message.ID
+	}
+	return step.describe(id)
+}
+
+// run runs step number i (from 0): the Session is created first if it was not, the
+// clock advances, the step's input is sent and the Session settles; then the step's
+// expectations are checked.
+func (s *session) run(i int, step *Step, answers answerer) StepResult {
+	begin := time.Now()
+	sr := StepResult{Index: i + 1, Name: step.Name, Input: s.describe(step)}
+	sc := &script{step: i + 1, answers: step.Answers}
+	a := answerer(sc)
+	if answers != nil {
+		a = answers
+	}
+	settle := func() bool {
+		p, err := s.settle(a)
+		sr.History = append(sr.History, p.history...)
+		sr.Replies = append(sr.Replies, p.replies...)
+		sr.Effects = append(sr.Effects, p.effects...)
+		if err != nil {
+			sr.Err = err
+			return false
+		}
+		return true
+	}
+	ok := true
+	if !s.started {
+		// The Session is created with its initial context only, and settles.
+		s.started = true
+		ok = settle()
+	}
+	if ok && step.After != "" {
+		d, _ := time.ParseDuration(step.After)
+		s.now = s.now.Add(d)
+	}
+	if ok {
+		if _, err := s.send(step); err != nil {
+			sr.Err = err
+			ok = false
+		}
+	}
+	if ok {
+		settle()
+	}
+	sr.Status = s.st.DeepCopy()
+	if sr.Err == nil {
+		if answers == nil {
+			sr.Failures = append(sr.Failures, sc.unused()...)
+		}
+		if step.Expect != nil {
+			sr.Failures = append(sr.Failures, step.Expect.check(&sr)...)
+		}
+	}
+	sr.Duration = time.Since(begin)
+	return sr
 }
 
 // check returns one line per expectation that does not hold for the step's result.

@@ -49,6 +49,7 @@ type session struct {
 	generation int64
 	spec       flowv1.SessionSpec
 	st         *flowv1.SessionStatus
+	started    bool
 	engineRuns int
 }
 

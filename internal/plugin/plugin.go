@@ -164,6 +164,7 @@ It talks to the cluster of your kubeconfig like kubectl does: -n/--namespace,
 		newWatchCommand(o),
 		newOptionsCommand(),
 	)
+	cmd.AddCommand(journeyTestCommands(o)...)
 	return cmd
 }
 
