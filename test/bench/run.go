@@ -1,0 +1,403 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/controller"
+	"github.com/journeyops/journey-operator/internal/testenv"
+)
+
+// result is what one run measured.
+type result struct {
+	Sessions    int     `json:"sessions"`
+	Advance     string  `json:"advance"`
+	Concurrency int     `json:"concurrency"`
+	QPS         float64 `json:"qps"`
+	Burst       int     `json:"burst"`
+	StripFields bool    `json:"stripManagedFields"`
+
+	CreateRate     float64 `json:"createPerSecond"`
+	PlainRate      float64 `json:"plainStatusPatchesPerSecond"`
+	PlainRateWide  float64 `json:"plainStatusPatchesPerSecondWide"`
+	PlainWide      int     `json:"plainWideWorkers"`
+	Steps          int64   `json:"steps"`
+	StepSeconds    float64 `json:"stepSeconds"`
+	StepRate       float64 `json:"stepsPerSecond"`
+	IdleP50        float64 `json:"idleP50ms"`
+	IdleP99        float64 `json:"idleP99ms"`
+	IdleCount      int     `json:"idleMessages"`
+	LoadedRate     float64 `json:"loadedMessagesPerSecond"`
+	LoadedP50      float64 `json:"loadedP50ms"`
+	LoadedP99      float64 `json:"loadedP99ms"`
+	LoadedCount    int     `json:"loadedMessages"`
+	EventsPerStep  float64 `json:"eventsPerStep"`
+	Load           string  `json:"loadAverage"`
+	CachedSessions int     `json:"cachedSessions"`
+	HeapPerSession float64 `json:"heapBytesPerSession"`
+}
+
+func (r *result) ratio() float64 {
+	limit := max(r.PlainRate, r.PlainRateWide)
+	if limit == 0 {
+		return 0
+	}
+	return r.StepRate / limit
+}
+
+const benchNamespace = "bench"
+
+// runOne measures the operator with n Sessions in one advance mode, on a control plane
+// of its own.
+func runOne(ctx context.Context, opts *options, smp *sample, n int, mode controller.AdvanceMode) (*result, error) {
+	res := &result{Sessions: n, Advance: string(mode), Concurrency: opts.concurrency, QPS: opts.qps, Burst: opts.burst, StripFields: opts.strip}
+	logf("%d sessions, advance %s: starting a control plane", n, mode)
+	env, err := testenv.Start()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = env.Stop() }()
+
+	// The harness's own client is not rate limited: it stands for many users.
+	harnessCfg := rest.CopyConfig(env.Config)
+	harnessCfg.QPS, harnessCfg.Burst = 10000, 20000
+	c, err := client.New(harnessCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	for _, ns := range []string{benchNamespace, "plain"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return nil, err
+		}
+	}
+
+	// 1. The physical limit: a plain client patching the status of n Sessions.
+	writes := 6
+	res.PlainRate, err = plainStatusRate(ctx, c, "plain", n, writes, opts.concurrency)
+	if err != nil {
+		return nil, fmt.Errorf("plain client: %w", err)
+	}
+	res.PlainWide = max(16, 4*opts.concurrency)
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "plain-wide"}}); err != nil {
+		return nil, err
+	}
+	res.PlainRateWide, err = plainStatusRate(ctx, c, "plain-wide", n, writes, res.PlainWide)
+	if err != nil {
+		return nil, fmt.Errorf("plain client: %w", err)
+	}
+	logf("plain client: %.0f status patches/s with %d workers, %.0f/s with %d", res.PlainRate, opts.concurrency, res.PlainRateWide, res.PlainWide)
+
+	// 2. The manager, configured as cmd/manager configures it, watching the bench namespace.
+	mgrCfg := rest.CopyConfig(env.Config)
+	mgrCfg.QPS, mgrCfg.Burst = float32(opts.qps), opts.burst
+	cacheOpts := controller.CacheOptions(nil)
+	if !opts.strip {
+		cacheOpts.DefaultTransform = nil
+	}
+	cacheOpts.DefaultNamespaces = map[string]cache.Config{benchNamespace: {}}
+	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cacheOpts,
+		Controller:             config.Controller{SkipNameValidation: ptrTo(true)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := controller.Setup(mgr, controller.Options{Advance: mode, MaxConcurrentReconciles: opts.concurrency}); err != nil {
+		return nil, err
+	}
+	tr := newTracker()
+	inf, err := mgr.GetCache().GetInformer(ctx, &flowv1.Session{})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := inf.AddEventHandler(tr.handler()); err != nil {
+		return nil, err
+	}
+	mctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	defer func() {
+		stop()
+		<-done
+	}()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("cache did not sync")
+	}
+	for _, p := range smp.pathways {
+		p := p.DeepCopy()
+		p.Namespace, p.ResourceVersion = benchNamespace, ""
+		if err := c.Create(ctx, p); err != nil {
+			return nil, err
+		}
+	}
+	heap0 := heapAlloc()
+
+	// 3. Throughput: n Sessions, each with its whole conversation, wait for a Journey that
+	// does not exist yet; creating it releases them all at once.
+	conversation := smp.session.Spec.Messages
+	burst := make([]*flowv1.Session, n)
+	for i := range burst {
+		burst[i] = newSession(smp, fmt.Sprintf("burst-%05d", i), conversation)
+	}
+	res.CreateRate, err = createSessions(ctx, c, 16, burst)
+	if err != nil {
+		return nil, err
+	}
+	burst = nil
+	logf("created %d sessions at %.0f/s", n, res.CreateRate)
+	if err := tr.waitFor("burst-", n, opts.timeout, "sessions waiting for their Journey", func(t *tracked) bool {
+		return t.phase == flowv1.PhasePending && t.reason == flowv1.ReasonJourneyNotFound
+	}); err != nil {
+		return nil, err
+	}
+	j := smp.journey.DeepCopy()
+	j.Namespace, j.ResourceVersion = benchNamespace, ""
+	stopProfile, err := startProfile(opts.cpuProfile, n, mode)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	if err := c.Create(ctx, j); err != nil {
+		return nil, err
+	}
+	if err := tr.waitFor("burst-", n, opts.timeout, "completed sessions", func(t *tracked) bool { return t.phase.IsTerminal() }); err != nil {
+		return nil, err
+	}
+	res.StepSeconds = time.Since(t0).Seconds()
+	stopProfile()
+	if bad := tr.count("burst-", func(t *tracked) bool { return t.phase != flowv1.PhaseCompleted }); bad > 0 {
+		return nil, fmt.Errorf("%d sessions ended but did not complete: %s", bad, tr.phases("burst-"))
+	}
+	res.Steps = tr.steps("burst-")
+	res.StepRate = float64(res.Steps) / res.StepSeconds
+	if events, err := countEvents(ctx, c); err == nil && res.Steps > 0 {
+		res.EventsPerStep = float64(events) / float64(res.Steps)
+	}
+	res.Load = loadAverage()
+	logf("operator: %d steps in %.1fs = %.0f steps/s (%.2fx the plain client), %.2f events per step, load average %s", res.Steps, res.StepSeconds, res.StepRate, res.ratio(), res.EventsPerStep, res.Load)
+
+	// 4. Turn latency with nothing else going on: one message at a time.
+	for i := range opts.idleSessions {
+		name := fmt.Sprintf("idle-%03d", i)
+		if err := c.Create(ctx, newSession(smp, name, nil)); err != nil {
+			return nil, err
+		}
+		if err := tr.waitFor(name, 1, opts.timeout, "idle session waiting for input", waiting); err != nil {
+			return nil, err
+		}
+		for k := range conversation {
+			if err := send(ctx, c, tr, name, k, conversation[k]); err != nil {
+				return nil, err
+			}
+			if err := tr.waitFor(name, 1, opts.timeout, "idle message processed", func(t *tracked) bool { return int(t.processed) > k }); err != nil {
+				return nil, err
+			}
+		}
+	}
+	idle := tr.latencies("idle-")
+	res.IdleCount = len(idle)
+	res.IdleP50, res.IdleP99 = ms(percentile(idle, 0.5)), ms(percentile(idle, 0.99))
+	logf("idle turn latency: p50 %.1fms p99 %.1fms over %d messages", res.IdleP50, res.IdleP99, res.IdleCount)
+
+	// 5. Turn latency under load: conversations paced at a fraction of the measured step
+	// rate, each user sending the next message once the last one is processed.
+	if err := loaded(ctx, c, tr, smp, opts, n, res); err != nil {
+		return nil, err
+	}
+
+	// 6. Heap per Session: everything the harness holds is dropped first.
+	var list flowv1.SessionList
+	if err := mgr.GetCache().List(ctx, &list, client.InNamespace(benchNamespace)); err != nil {
+		return nil, err
+	}
+	res.CachedSessions = len(list.Items)
+	list = flowv1.SessionList{}
+	tr.release()
+	heap1 := heapAlloc()
+	res.HeapPerSession = float64(int64(heap1)-int64(heap0)) / float64(res.CachedSessions)
+	logf("manager heap: %.1f KiB per session (%d sessions cached)", res.HeapPerSession/1024, res.CachedSessions)
+	return res, nil
+}
+
+// countEvents counts the Events in the bench namespace (the burst's, when called
+// right after it), reading metadata only.
+func countEvents(ctx context.Context, c client.Client) (int, error) {
+	var list metav1.PartialObjectMetadataList
+	list.SetGroupVersionKind(eventsv1.SchemeGroupVersion.WithKind("EventList"))
+	if err := c.List(ctx, &list, client.InNamespace(benchNamespace)); err != nil {
+		return 0, err
+	}
+	return len(list.Items), nil
+}
+
+// loadAverage is the 1-minute load average of the machine, to show how busy it was.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	if f := strings.Fields(string(raw)); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
+
+// startProfile writes a CPU profile of the throughput phase to path-<n>-<mode>.
+func startProfile(path string, n int, mode controller.AdvanceMode) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(fmt.Sprintf("%s-%d-%s", path, n, mode))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+func waiting(t *tracked) bool { return t.phase == flowv1.PhaseWaitingForInput }
+
+// loaded sends messages at opts.load times the measured step rate.
+func loaded(ctx context.Context, c client.Client, tr *tracker, smp *sample, opts *options, n int, res *result) error {
+	conversation := smp.session.Spec.Messages
+	total := min(opts.loadedMessages, n*len(conversation))
+	users := (total + len(conversation) - 1) / len(conversation)
+	rate := opts.load * res.StepRate
+	if rate <= 0 || users == 0 {
+		return nil
+	}
+	sessions := make([]*flowv1.Session, users)
+	for i := range sessions {
+		sessions[i] = newSession(smp, fmt.Sprintf("load-%05d", i), nil)
+	}
+	if _, err := createSessions(ctx, c, 16, sessions); err != nil {
+		return err
+	}
+	if err := tr.waitFor("load-", users, opts.timeout, "loaded sessions waiting for input", waiting); err != nil {
+		return err
+	}
+	// ready holds users whose last message has been processed.
+	ready := make(chan int, users)
+	for i := range users {
+		ready <- i
+	}
+	sent := make([]int, users)
+	inflight := make(map[int]bool)
+	interval := time.Duration(float64(time.Second) / rate)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	errs := make(chan error, 1)
+	start := time.Now()
+	deadline := start.Add(opts.timeout)
+	count := 0
+	for count < total {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-errs:
+			return err
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("loaded phase: %d of %d messages sent after %s", count, total, opts.timeout)
+		}
+		// Return users whose message was processed to the ready queue.
+		for u := range inflight {
+			if int(tr.processed(sessions[u].Name)) >= sent[u] {
+				delete(inflight, u)
+				if sent[u] < len(conversation) {
+					ready <- u
+				}
+			}
+		}
+		select {
+		case u := <-ready:
+			k := sent[u]
+			sent[u]++
+			inflight[u] = true
+			count++
+			go func() {
+				if err := send(ctx, c, tr, sessions[u].Name, k, conversation[k]); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}()
+		default: // every user is waiting for a reply: the operator is behind
+		}
+	}
+	res.LoadedRate = float64(count) / time.Since(start).Seconds()
+	if err := tr.waitFor("load-", users, opts.timeout, "loaded messages processed", func(t *tracked) bool {
+		return t.processed > 0 && len(t.sent) == int(t.processed)
+	}); err != nil {
+		return err
+	}
+	lat := tr.latencies("load-")
+	res.LoadedCount = len(lat)
+	res.LoadedP50, res.LoadedP99 = ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99))
+	logf("loaded turn latency at %.0f messages/s: p50 %.1fms p99 %.1fms over %d messages", res.LoadedRate, res.LoadedP50, res.LoadedP99, res.LoadedCount)
+	return nil
+}
+
+// send appends message k to the Session, as kubectl journey say does.
+func send(ctx context.Context, c client.Client, tr *tracker, name string, k int, m flowv1.Message) error {
+	op := []map[string]any{{"op": "add", "path": "/spec/messages/-", "value": m}}
+	if k == 0 {
+		op = []map[string]any{{"op": "add", "path": "/spec/messages", "value": []flowv1.Message{m}}}
+	}
+	raw, err := json.Marshal(op)
+	if err != nil {
+		return err
+	}
+	s := &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: name}}
+	tr.markSent(name, k, time.Now())
+	return c.Patch(ctx, s, client.RawPatch(types.JSONPatchType, raw))
+}
+
+func newSession(smp *sample, name string, messages []flowv1.Message) *flowv1.Session {
+	s := &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: name}}
+	s.Spec = *smp.session.Spec.DeepCopy()
+	s.Spec.Messages = append([]flowv1.Message(nil), messages...)
+	return s
+}
+
+func heapAlloc() uint64 {
+	var m runtime.MemStats
+	for range 3 {
+		runtime.GC()
+	}
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func ptrTo[T any](v T) *T { return &v }
