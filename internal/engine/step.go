@@ -2,9 +2,9 @@ package engine
 
 import (
 	"fmt"
+	"reflect"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -55,7 +55,9 @@ func Step(snap *Snapshot, in Input) (*flowv1.SessionStatus, *Effect) {
 	if !terminal {
 		r.settle()
 	}
-	changed := !equality.Semantic.DeepEqual(r.st, old)
+	// reflect.DeepEqual is exact here: an unchanged field is a copy of the input's, and
+	// times are only written when they change. (equality.Semantic is ten times slower.)
+	changed := !reflect.DeepEqual(r.st, old)
 	if !changed && eff == nil {
 		return old.DeepCopy(), nil
 	}

@@ -11,7 +11,9 @@
 //   - a run of white space in the phrase matches a run of one or more white-space runes
 //     in the text, so "how do i" matches "How  do I";
 //   - typographic apostrophes (’ ‘ ʼ) match the ASCII one, so "don't want" matches
-//     "I don’t want".
+//     "I don’t want";
+//   - an ASCII letter of the phrase matches only that letter in either case (so the
+//     scan can skip from byte to byte); other runes compare by simple lower-casing.
 //
 // An empty phrase, or one of white space only, never matches.
 package match
@@ -45,18 +47,35 @@ func Contains(text, phrase string) bool {
 	}
 	first = fold(first)
 	wordStart := isWord(first)
-	last := lastRune(phrase)
-	wordEnd := isWord(last)
+	wordEnd := isWord(lastRune(phrase))
 
-	prev, prevPrev := rune(-1), rune(-1)
-	for i := 0; i < len(text); {
-		r, w := decode(text, i)
-		if fold(r) == first && (!wordStart || boundaryBefore(prev, prevPrev)) {
+	if first < utf8.RuneSelf && first != '\'' {
+		// Fast path: jump between the bytes that can start a match. A non-ASCII byte
+		// never equals an ASCII one, so scanning bytes is safe in UTF-8.
+		lo, up := byte(first), byte(first)
+		if 'a' <= lo && lo <= 'z' {
+			up = lo - ('a' - 'A')
+		}
+		for i := 0; i < len(text); i++ {
+			if c := text[i]; c != lo && c != up {
+				continue
+			}
+			if wordStart && !boundaryBeforeAt(text, i) {
+				continue
+			}
 			if end := matchAt(text, i, phrase); end >= 0 && (!wordEnd || boundaryAfter(text, end)) {
 				return true
 			}
 		}
-		prevPrev, prev = prev, r
+		return false
+	}
+	for i := 0; i < len(text); {
+		r, w := decode(text, i)
+		if fold(r) == first && (!wordStart || boundaryBeforeAt(text, i)) {
+			if end := matchAt(text, i, phrase); end >= 0 && (!wordEnd || boundaryAfter(text, end)) {
+				return true
+			}
+		}
 		i += w
 	}
 	return false
@@ -77,6 +96,19 @@ func Index(text string, phrases []string) int {
 func matchAt(text string, i int, phrase string) int {
 	j := 0
 	for j < len(phrase) {
+		if pc := phrase[j]; pc < utf8.RuneSelf && pc != ' ' && pc != '\t' && pc != '\n' && pc != '\r' && pc != '\v' && pc != '\f' && pc != '\'' {
+			if i >= len(text) {
+				return -1
+			}
+			tc := text[i]
+			// An ASCII letter of the phrase matches that letter only, in either case.
+			if lowerASCII(tc) != lowerASCII(pc) {
+				return -1
+			}
+			i++
+			j++
+			continue
+		}
 		pr, pw := decode(phrase, j)
 		if isSpace(pr) {
 			for j < len(phrase) {
@@ -117,17 +149,20 @@ func matchAt(text string, i int, phrase string) int {
 	return i
 }
 
-// boundaryBefore reports whether a word may start after prev (prevPrev before it).
-func boundaryBefore(prev, prevPrev rune) bool {
-	if prev < 0 {
+// boundaryBeforeAt reports whether a word may start at byte offset i of text.
+func boundaryBeforeAt(text string, i int) bool {
+	if i == 0 {
 		return true
 	}
+	prev, w := utf8.DecodeLastRuneInString(text[:i])
 	if isWord(prev) {
 		return false
 	}
 	// "don't": the t after the apostrophe is inside the word.
-	if isApostrophe(prev) && prevPrev >= 0 && isWord(prevPrev) {
-		return false
+	if isApostrophe(prev) && i-w > 0 {
+		if pp, _ := utf8.DecodeLastRuneInString(text[:i-w]); isWord(pp) {
+			return false
+		}
 	}
 	return true
 }
@@ -168,6 +203,13 @@ func decode(s string, i int) (rune, int) {
 		return rune(c), 1
 	}
 	return utf8.DecodeRuneInString(s[i:])
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + ('a' - 'A')
+	}
+	return c
 }
 
 func fold(r rune) rune {

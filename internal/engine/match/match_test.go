@@ -1,6 +1,10 @@
 package match
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
 
 func TestContains(t *testing.T) {
 	tests := []struct {
@@ -101,4 +105,73 @@ func validUTF8(s string) bool {
 		}
 	}
 	return true
+}
+
+// reference is a slow, obviously-correct matcher over runes.
+func reference(text, phrase string) bool {
+	toks := strings.FieldsFunc(phrase, isSpace)
+	if len(toks) == 0 {
+		return false
+	}
+	tr := []rune(text)
+	eq := func(p, t rune) bool {
+		if p < utf8.RuneSelf && p != '\'' {
+			return t < utf8.RuneSelf && fold(t) == fold(p)
+		}
+		return fold(p) == fold(t)
+	}
+	first := []rune(toks[0])[0]
+	lastTok := []rune(toks[len(toks)-1])
+	last := lastTok[len(lastTok)-1]
+	for s := range tr {
+		if isWord(fold(first)) && s > 0 && (isWord(tr[s-1]) || isApostrophe(tr[s-1]) && s > 1 && isWord(tr[s-2])) {
+			continue
+		}
+		i, ok := s, true
+		for k, tok := range toks {
+			if k > 0 {
+				n := 0
+				for i < len(tr) && isSpace(tr[i]) {
+					i++
+					n++
+				}
+				if n == 0 {
+					ok = false
+					break
+				}
+			}
+			for _, p := range tok {
+				if i >= len(tr) || !eq(p, tr[i]) {
+					ok = false
+					break
+				}
+				i++
+			}
+			if !ok {
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		if isWord(fold(last)) && i < len(tr) && (isWord(tr[i]) || isApostrophe(tr[i]) && i+1 < len(tr) && isWord(tr[i+1])) {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+func FuzzContainsReference(f *testing.F) {
+	f.Add("I don’t want Dr. Smith", "don't  want")
+	f.Add("Mr Whyte", "why")
+	f.Add("KELVIN \u212a", "k")
+	f.Fuzz(func(t *testing.T, text, phrase string) {
+		if !utf8.ValidString(text) || !utf8.ValidString(phrase) {
+			return
+		}
+		if got, want := Contains(text, phrase), reference(text, phrase); got != want {
+			t.Fatalf("Contains(%q, %q) = %v, reference says %v", text, phrase, got, want)
+		}
+	})
 }
