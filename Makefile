@@ -75,6 +75,10 @@ run: manifests generate ## Run the manager against the cluster of your kubeconfi
 demo: envtest ## Run the sample journeys on a local control plane with the builtin agent.
 	$(GO) run ./hack/demo
 
+.PHONY: graphs
+graphs: envtest ## Redraw the sample journeys in docs/ with kubectl journey graph.
+	$(GO) run ./hack/graphs
+
 .PHONY: install-plugin
 install-plugin: ## Install kubectl-journey into $GOBIN (kubectl journey ...).
 	$(GO) install ./cmd/kubectl-journey

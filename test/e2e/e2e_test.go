@@ -1,0 +1,225 @@
+// Package e2e drives the operator the way a person does: real kubectl and the
+// kubectl-journey plugin against a local control plane running the manager.
+package e2e
+
+import (
+	"fmt"
+	"github.com/go-logr/logr"
+	"os"
+	"regexp"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/journeyops/journey-operator/internal/localcluster"
+)
+
+var cluster *localcluster.Cluster
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
+	dir, err := os.MkdirTemp("", "journey-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cluster, err = localcluster.Start(dir, true)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = cluster.Stop()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := cluster.Kubectl(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// journey runs the plugin through kubectl; kubectl wants plugin flags after the name.
+func journey(t *testing.T, ns string, args ...string) string {
+	t.Helper()
+	return kubectl(t, append(append([]string{"journey"}, args...), "-n", ns)...)
+}
+
+// namespace creates a namespace and applies the samples into it.
+func namespace(t *testing.T, name string) {
+	t.Helper()
+	kubectl(t, "create", "namespace", name)
+	// The samples name the default namespace; move them.
+	rendered := kubectl(t, "kustomize", "config/samples")
+	rendered = strings.ReplaceAll(rendered, "\n  namespace: default\n", "\n  namespace: "+name+"\n")
+	kdir := t.TempDir()
+	if err := os.WriteFile(kdir+"/rendered.yaml", []byte(rendered), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, "apply", "-f", kdir+"/rendered.yaml")
+	for _, j := range []string{"healthcare-referral", "review-loop", "planning", "delivery-pipeline"} {
+		kubectl(t, "-n", name, "wait", "--for=condition=Ready", "--timeout=30s", "journey/"+j)
+	}
+}
+
+func repoPath(t *testing.T, rel string) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSuffix(wd, "/test/e2e") + "/" + rel
+}
+
+// columns returns the fields of the row of name in kubectl get output.
+func columns(t *testing.T, out, name string) []string {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && (f[0] == name || strings.HasSuffix(f[0], "/"+name)) {
+			return f
+		}
+	}
+	t.Fatalf("no row %s in:\n%s", name, out)
+	return nil
+}
+
+// create writes manifest to a file and creates it in namespace.
+func create(t *testing.T, ns, manifest string) {
+	t.Helper()
+	path := t.TempDir() + "/manifest.yaml"
+	if err := os.WriteFile(path, []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, "-n", ns, "create", "-f", path)
+}
+
+func waitPhase(t *testing.T, ns, session, phase string) {
+	t.Helper()
+	kubectl(t, "-n", ns, "wait", "session/"+session, "--timeout=30s", "--for=jsonpath={.status.phase}="+phase)
+}
+
+func mustMatch(t *testing.T, out string, patterns ...string) {
+	t.Helper()
+	for _, p := range patterns {
+		if !regexp.MustCompile(p).MatchString(out) {
+			t.Errorf("output does not match %q:\n%s", p, out)
+		}
+	}
+}
+
+func TestConversationWithPlugin(t *testing.T) {
+	ns := "e2e-chat"
+	namespace(t, ns)
+	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
+kind: Session
+metadata: {name: patient-1}
+spec:
+  journeyRef: {name: healthcare-referral}
+  initialContext: {insurance_id: INS-1}
+`)
+	say := func(text string) string {
+		return journey(t, ns, "say", "patient-1", text, "--wait")
+	}
+	out := say("Hi, I need to book an appointment with a cardiologist. Here's my referral.")
+	mustMatch(t, out, `Pathway:\s+booking`, `eligible`, `intake -> booking`)
+
+	out = say("Wait, what is the copay for specialist visits?")
+	mustMatch(t, out, `booking -> faq \(via faq-detour`, `faq -> booking`, `copay`)
+
+	row := columns(t, kubectl(t, "-n", ns, "get", "sessions"), "patient-1")
+	if got := strings.Join(row[1:5], " "); got != "healthcare-referral WaitingForInput booking 1" {
+		t.Errorf("kubectl get sessions row: %q, want JOURNEY PHASE PATHWAY ITERATION = healthcare-referral WaitingForInput booking 1", got)
+	}
+
+	mustMatch(t, say("Thanks! Now show me the available doctors."), `Dr\. Smith`)
+	mustMatch(t, say("I don't want Dr. Smith. Can you show me another option?"), `Dr\. Johnson`, `via reject-doctor`)
+	if got := kubectl(t, "-n", ns, "get", "session", "patient-1", "-o", "jsonpath={.status.context.rejected_doctors[*].name}"); got != "Dr. Smith" {
+		t.Errorf("rejected_doctors = %q, want Dr. Smith", got)
+	}
+	say("Dr. Johnson looks great. Book the Tuesday 2pm slot.")
+	waitPhase(t, ns, "patient-1", "Completed")
+
+	wide := columns(t, kubectl(t, "-n", ns, "get", "sessions", "-o", "wide"), "patient-1")
+	if wide[2] != "Completed" || wide[3] != "confirmation" || wide[6] != "Completed" {
+		t.Errorf("wide row %q: want phase Completed, pathway confirmation, reason Completed", wide)
+	}
+	mustMatch(t, journey(t, ns, "history", "patient-1"),
+		`(?m)^TIME\s+FROM\s+TO\s+ACTION\s+SOURCE\s+CONFIDENCE\s+REASON`,
+		`booking\s+faq\s+Advance\s+Transition`,
+		`faq\s+booking\s+Advance\s+Return`,
+		`booking\s+confirmation\s+Advance\s+Next`)
+}
+
+func TestReviewLoopWithPlugin(t *testing.T) {
+	ns := "e2e-review"
+	namespace(t, ns)
+	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
+kind: Session
+metadata: {name: review-1}
+spec:
+  journeyRef: {name: review-loop}
+`)
+	steps := []struct{ pathway, iteration, result, wantPathway, wantIteration string }{
+		{"plan", "1", "success", "generate", "1"},
+		{"generate", "1", "success", "review", "1"},
+		{"review", "1", "failure", "revise", "2"},
+		{"revise", "2", "success", "review", "2"},
+	}
+	waitPhase(t, ns, "review-1", "WaitingForInput")
+	for _, s := range steps {
+		journey(t, ns, "outcome", "review-1", "--pathway", s.pathway, "--iteration", s.iteration, "--result", s.result, "--data", "note="+s.pathway)
+		kubectl(t, "-n", ns, "wait", "session/review-1", "--timeout=30s", "--for=jsonpath={.status.currentPathway}="+s.wantPathway)
+		waitPhase(t, ns, "review-1", "WaitingForInput")
+		row := columns(t, kubectl(t, "-n", ns, "get", "sessions"), "review-1")
+		if row[3] != s.wantPathway || row[4] != s.wantIteration {
+			t.Fatalf("after %s %s: row %q, want pathway %s iteration %s", s.pathway, s.result, row, s.wantPathway, s.wantIteration)
+		}
+	}
+	journey(t, ns, "outcome", "review-1", "--pathway", "review", "--result", "success")
+	waitPhase(t, ns, "review-1", "Completed")
+	mustMatch(t, journey(t, ns, "history", "review-1"), `review\s+revise\s+JumpBack\s+Outcome`)
+}
+
+func TestApprovalWithPlugin(t *testing.T) {
+	ns := "e2e-approve"
+	namespace(t, ns)
+	waitPhase(t, ns, "pl-half-marathon", "AwaitingApproval")
+	out, err := cluster.Kubectl("journey", "approve", "pl-half-marathon", "--to", "nowhere", "-n", ns)
+	if err == nil {
+		t.Fatalf("approve --to a destination outside the allowed list succeeded:\n%s", out)
+	}
+	mustMatch(t, out, `nowhere`, `allowed`)
+	if got := kubectl(t, "-n", ns, "get", "session", "pl-half-marathon", "-o", "jsonpath={.spec.approvals}"); got != "" {
+		t.Fatalf("a refused approval was sent: %s", got)
+	}
+	journey(t, ns, "approve", "pl-half-marathon", "--reason", "looks right")
+	waitPhase(t, ns, "pl-half-marathon", "Completed")
+	row := columns(t, kubectl(t, "-n", ns, "get", "sessions"), "pl-half-marathon")
+	if row[3] != "publish-plan" {
+		t.Errorf("row %q: want pathway publish-plan", row)
+	}
+}
+
+// The journey pictures committed under docs/graphs are what the plugin draws today.
+func TestCommittedGraphsMatchThePlugin(t *testing.T) {
+	ns := "e2e-graphs"
+	namespace(t, ns)
+	for _, j := range []string{"healthcare-referral", "review-loop", "planning", "delivery-pipeline"} {
+		want, err := os.ReadFile(repoPath(t, "docs/graphs/"+j+".mmd"))
+		if err != nil {
+			t.Fatalf("%v (regenerate with: make graphs)", err)
+		}
+		got := journey(t, ns, "graph", j, "--format", "mermaid")
+		if got != string(want) {
+			t.Errorf("docs/graphs/%s.mmd is stale: run make graphs\n--- plugin ---\n%s", j, got)
+		}
+	}
+}
+
+var _ = time.Second
