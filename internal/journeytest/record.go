@@ -104,26 +104,24 @@ func Record(l *LiveSession) (*Case, []string, error) {
 		case i == 0:
 			step.Name = "the Session is created"
 		}
+		for _, rec := range sim.answers[i+1] {
+			step.Answers = append(step.Answers, answerOf(&rec))
+		}
 		aligned := i < len(sim.results) && sim.results[i].Err == nil && (diverged < 0 || i < diverged)
 		if aligned {
 			step.Expect = expectOf(&sim.results[i])
-			for _, rec := range sim.answers[i+1] {
-				step.Answers = append(step.Answers, answerOf(&rec))
-			}
 		} else if step.Message != nil {
-			// What the Session did for this message, from its history.
+			// The first transition the Session took for this message, from its history.
 			id := step.Message.ID
 			if id == "" {
 				id = fmt.Sprintf("m%d", messageNumber(sim.steps[:i+1]))
 			}
-			var ts []TransitionMatch
 			for _, h := range sess.Status.History {
 				if h.MessageID == id {
-					ts = append(ts, matchOf(h))
+					m := matchOf(h)
+					step.Expect = &Expect{Transition: &m}
+					break
 				}
-			}
-			if len(ts) > 0 {
-				step.Expect = &Expect{Transitions: ts}
 			}
 		}
 		if i == last {

@@ -26,7 +26,8 @@ type Result struct {
 	Err error
 	// Steps are the steps' results, in order.
 	Steps []StepResult
-	// Status is the Session status at the end.
+	// Spec and Status are the Session's spec (every input sent) and status at the end.
+	Spec   *flowv1.SessionSpec
 	Status *flowv1.SessionStatus
 	// Duration is how long the test took.
 	Duration time.Duration
@@ -135,7 +136,7 @@ func Run(c *Case) *Result {
 		return res
 	}
 	c.play(s, res, nil)
-	res.Status = s.st
+	res.Spec, res.Status = s.spec.DeepCopy(), s.st
 	return res
 }
 
