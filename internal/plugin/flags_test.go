@@ -369,3 +369,28 @@ Phase:      WaitingForInput
 		t.Errorf("stalled: err %v, output:\n%s", err, b.String())
 	}
 }
+
+// A message that moves the Session into a pathway that runs on entry gets that turn's
+// reply: it is what the person sees next.
+func TestPrintReplyAfterEntryTurn(t *testing.T) {
+	s := &flowv1alpha1.Session{}
+	s.Status.Phase = flowv1alpha1.PhaseCompleted
+	s.Status.CurrentPathway = "confirmation"
+	s.Status.LastTurn = &flowv1alpha1.TurnOutcome{Trigger: flowv1alpha1.TurnEntry, Pathway: "confirmation", AssistantText: "You're booked."}
+	s.Status.History = []flowv1alpha1.HistoryEntry{{From: "booking", To: "confirmation", MessageID: "m-5", Transition: "next", Action: "Advance", Source: "Next", Confidence: "1"}}
+	var b bytes.Buffer
+	if err := printReply(&b, s, "m-5"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(b.String(), "Reply:      You're booked.\n") {
+		t.Errorf("reply:\n%s", b.String())
+	}
+	// Another message's entry turn is not this message's reply.
+	b.Reset()
+	if err := printReply(&b, s, "m-4"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(b.String(), "Reply:      <none>\n") {
+		t.Errorf("reply for an unrelated message:\n%s", b.String())
+	}
+}

@@ -260,6 +260,16 @@ func progressSummary(s *flowv1alpha1.Session, id string) string {
 	return b.String()
 }
 
+// ledInto reports whether message id caused a transition into pathway.
+func ledInto(s *flowv1alpha1.Session, id, pathway string) bool {
+	for _, h := range s.Status.History {
+		if h.MessageID == id && h.To == pathway {
+			return true
+		}
+	}
+	return false
+}
+
 // printReply prints what message id led to: the reply, the pathway, the transitions it
 // caused and the phase. It returns an error when the Session failed or stalled.
 func printReply(w io.Writer, s *flowv1alpha1.Session, id string) error {
@@ -269,6 +279,10 @@ func printReply(w io.Writer, s *flowv1alpha1.Session, id string) error {
 		writeField(w, "Reply", t.AssistantText)
 	case t != nil && t.MessageID == id:
 		writeField(w, "Reply", "<none>")
+	case t != nil && t.Trigger == flowv1alpha1.TurnEntry && t.AssistantText != "" && ledInto(s, id, t.Pathway):
+		// The message moved the Session into a pathway that ran on entry: its reply is
+		// what the person sees next.
+		writeField(w, "Reply", t.AssistantText)
 	case t != nil && t.MessageID != "" && messageIndex(s, t.MessageID) > messageIndex(s, id):
 		writeField(w, "Reply", fmt.Sprintf("<superseded: the last turn answered message %s>", t.MessageID))
 	default:
