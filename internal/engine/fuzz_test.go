@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -239,6 +241,28 @@ func FuzzMerge(f *testing.F) {
 		}
 		if dec, err := decodeObject(encodeJSON(m)); err != nil || !equalValues(dec, m) {
 			t.Fatalf("encoding does not round-trip: %v", err)
+		}
+	})
+}
+
+// FuzzParseJSON checks the fast decoder against encoding/json: when it accepts a
+// document, it decodes it to the same values.
+func FuzzParseJSON(f *testing.F) {
+	for _, s := range []string{`{"a":[1,2.5e3,-0.1,{"b":null}],"s":"x\n\u00e9\ud83d\ude00","t":true,"f":false}`, `[]`, `"\ud800"`, `1e400`, `{"a":"\xff"}`, ` {"k" : [ ] } `} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var want any
+		werr := json.Unmarshal(data, &want)
+		got, ok := parseJSON(data)
+		if !ok {
+			return
+		}
+		if werr != nil {
+			t.Fatalf("parseJSON accepted %q, encoding/json says %v", data, werr)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("parseJSON(%q) = %#v, encoding/json %#v", data, got, want)
 		}
 	})
 }

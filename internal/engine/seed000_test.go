@@ -319,3 +319,20 @@ func TestHealthcareEscalationCondition(t *testing.T) {
 		t.Errorf("lastDecision %s", dump(d))
 	}
 }
+
+// Conditions see the previous turn's outputs.
+func TestConditionSeesPreviousOutputs(t *testing.T) {
+	d := conversation(func(j *flowv1.JourneySpec) {
+		j.Pathways = append(j.Pathways, flowv1.PathwayEntry{Name: "done", PathwayRef: "done"})
+		j.Transitions = []flowv1.GlobalTransition{{Name: "enough", To: "done", Trigger: flowv1.Trigger{Condition: `has(outputs.count) && outputs.count >= 2`}}}
+	})
+	d.p["chat"].Builtin.Outputs = []flowv1.BuiltinOutput{{Name: "count", Expression: `session.turns`}}
+	d.p["done"] = &flowv1.PathwaySpec{Builtin: &flowv1.BuiltinPathway{Complete: "false"}}
+	s := newSession(t, d)
+	s.say("m1", "a").say("m2", "b")
+	s.settle()
+	s.expect(flowv1.PhaseWaitingForInput, "chat")
+	s.say("m3", "c")
+	s.settle()
+	s.expect(flowv1.PhaseWaitingForInput, "done")
+}

@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 
+	"github.com/google/cel-go/interpreter"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -44,15 +46,23 @@ func (r *run) route() *Effect {
 		taken = took
 	}
 	if !taken {
-		vars := expr.Vars{Message: text, Context: r.context(), Session: builtin.SessionVars(r.sessionInfo(cur))}
-		if t.Outputs != nil {
-			vars.Outputs, _ = decodeJSON(t.Outputs)
-		}
+		var act interpreter.Activation
 		for _, gt := range r.snap.conditions {
 			if !appliesIn(gt, cur) {
 				continue
 			}
-			fire, err := expr.Bool(string(gt.Trigger.Condition), vars)
+			if act == nil {
+				act = activation(expr.Vars{Message: text, Context: r.context(), Session: builtin.SessionVars(r.sessionInfo(cur))})
+				if t.Outputs != nil {
+					// The previous turn's outputs, decoded only if a condition reads them.
+					raw := t.Outputs
+					act = interpreter.NewHierarchicalActivation(act, lazy{expr.VarOutputs, func() any {
+						m, _ := decodeJSON(raw)
+						return m
+					}})
+				}
+			}
+			fire, err := evalBool(string(gt.Trigger.Condition), act)
 			if err != nil {
 				r.addFailure(flowv1.Failure{Source: flowv1.FailureSystem, Component: string(gt.Name), Kind: flowv1.FailureValidation, Message: err.Error()})
 				continue
@@ -494,9 +504,12 @@ type decision struct {
 // decide asks a decision's rules, then its agent, and weighs the answer.
 func (r *run) decide(from, trName string, d *flowv1.Decision, rt flowv1.ResultType, outputs map[string]any, failed bool) *Effect {
 	dc := decision{from: from, transition: trName, d: d, action: d.Action, failed: failed, outputs: outputs, id: decisionID(r.step)}
-	vars := expr.Vars{Outputs: outputs, Context: r.context(), Session: builtin.SessionVars(r.sessionInfo(from))}
+	var act interpreter.Activation
+	if len(d.Rules) > 0 {
+		act = activation(expr.Vars{Outputs: outputs, Context: r.context(), Session: builtin.SessionVars(r.sessionInfo(from))})
+	}
 	for i, rule := range d.Rules {
-		ok, err := expr.Bool(string(rule.When), vars)
+		ok, err := evalBool(string(rule.When), act)
 		if err != nil {
 			r.addFailure(flowv1.Failure{Source: flowv1.FailureSystem, Component: fmt.Sprintf("%s.%s.rules[%d]", from, trName, i), Kind: flowv1.FailureValidation, Message: err.Error()})
 			continue

@@ -24,9 +24,11 @@ func decodeObject(raw []byte) (map[string]any, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return map[string]any{}, nil
 	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, err
+	v, ok := parseJSON(raw)
+	if !ok {
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, err
+		}
 	}
 	m, ok := v.(map[string]any)
 	if !ok {

@@ -125,8 +125,9 @@ func Run(req agent.PathwayRequest) (agent.PathwayResponse, error) {
 	}
 	outputs := make(map[string]any, len(spec.Outputs))
 	vars.Outputs = outputs
+	act := activation(vars)
 	for _, o := range spec.Outputs {
-		v, err := expr.Eval(string(o.Expression), vars)
+		v, err := eval(string(o.Expression), act)
 		if err != nil {
 			return agent.PathwayResponse{}, invalid(fmt.Errorf("output %s: %w", o.Name, err))
 		}
@@ -138,7 +139,7 @@ func Run(req agent.PathwayRequest) (agent.PathwayResponse, error) {
 	}
 	switch {
 	case spec.Outcome != "":
-		v, err := expr.Eval(string(spec.Outcome), vars)
+		v, err := eval(string(spec.Outcome), act)
 		if err != nil {
 			return agent.PathwayResponse{}, invalid(fmt.Errorf("outcome: %w", err))
 		}
@@ -155,9 +156,13 @@ func Run(req agent.PathwayRequest) (agent.PathwayResponse, error) {
 		resp.ResultType = rt
 	}
 	if spec.Complete != "" {
-		done, err := expr.Bool(string(spec.Complete), vars)
+		v, err := eval(string(spec.Complete), act)
 		if err != nil {
 			return agent.PathwayResponse{}, invalid(fmt.Errorf("complete: %w", err))
+		}
+		done, ok := v.(bool)
+		if !ok {
+			return agent.PathwayResponse{}, invalid(fmt.Errorf("complete: CEL %q: want a bool, got %T", spec.Complete, v))
 		}
 		resp.Complete = done
 	}

@@ -8,6 +8,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/expr"
 )
 
 func TestRunPathway(t *testing.T) {
@@ -165,5 +166,29 @@ func TestTemplateCache(t *testing.T) {
 	}
 	if _, err := Parse("{{"); err == nil {
 		t.Error("want a parse error")
+	}
+}
+
+// native must agree with expr.ToNative on every JSON-like value.
+func TestNativeMatchesToNative(t *testing.T) {
+	vars := expr.Vars{Context: map[string]any{"l": []any{1.5, "x", map[string]any{"k": []any{}}}, "n": nil}}
+	for _, src := range []string{
+		`1`, `1u`, `2.5`, `-0.0`, `"s"`, `true`, `null`, `[1, "a", [true, null], {"k": 2}]`, `{"a": {"b": [1.5]}}`,
+		`context.l`, `context`, `b"bytes"`, `timestamp("2026-01-02T03:04:05Z")`, `duration("90s")`, `[b"x"]`, `{"t": duration("1s")}`,
+	} {
+		prg, err := expr.Compile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		act := activation(vars)
+		out, _, err := prg.Eval(act)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, werr := expr.ToNative(out)
+		got, gerr := native(out)
+		if (werr != nil) != (gerr != nil) || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: native %#v (%v), ToNative %#v (%v)", src, got, gerr, want, werr)
+		}
 	}
 }
