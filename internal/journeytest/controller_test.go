@@ -1,0 +1,180 @@
+package journeytest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/controller"
+	"github.com/journeyops/journey-operator/internal/testenv"
+)
+
+// TestAgainstTheController runs the sample Sessions on a real API server with the
+// controllers, then checks the offline runner against what they did: the sample's
+// journey test compiles to the revision the Journey controller made, the Session
+// replays without divergence, and the test recorded from it passes.
+func TestAgainstTheController(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(flowv1.AddToScheme(scheme))
+	k, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "journeytest-"}}
+	if err := k.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns.Name: {}}},
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := controller.Setup(mgr, controller.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+
+	for _, sample := range []string{"healthcare-referral.yaml", "review-loop.yaml", "planning.yaml", "delivery-pipeline.yaml"} {
+		t.Run(sample, func(t *testing.T) {
+			var session string
+			for _, obj := range sampleObjects(t, filepath.Join(samplesDir(), sample)) {
+				obj.SetNamespace(ns.Name)
+				if obj.GetKind() == "Session" {
+					session = obj.GetName()
+				}
+				if err := k.Create(ctx, obj); err != nil {
+					t.Fatalf("create %s %s: %v", obj.GetKind(), obj.GetName(), err)
+				}
+			}
+			key := types.NamespacedName{Namespace: ns.Name, Name: session}
+			s := waitSettled(t, k, key)
+			if s.Status.Phase == flowv1.PhaseAwaitingApproval {
+				s.Spec.Approvals = append(s.Spec.Approvals, flowv1.Approval{DecisionID: s.Status.LastDecision.ID, Approve: true, By: "alice"})
+				if err := k.Update(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+				s = waitSettled(t, k, key)
+			}
+			if s.Status.Phase != flowv1.PhaseCompleted {
+				t.Fatalf("the sample Session ended %s in %s", s.Status.Phase, s.Status.CurrentPathway)
+			}
+
+			// The journey test's manifests compile to the controller's revision.
+			c := sampleTest(t, sample)
+			if r := Run(c); r.Failed() || r.Revision != s.Status.JourneyRevision {
+				t.Fatalf("the journey test compiles to %s, the Session runs %s (%s)", r.Revision, s.Status.JourneyRevision, r.Error())
+			}
+
+			l, err := Fetch(ctx, k, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Replay(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			rep.Print(&out)
+			if rep.Step != 0 || rep.Incomplete != nil {
+				t.Fatalf("replay of the controller's Session:\n%s", out.String())
+			}
+			rc, notes, r := recordAndRun(t, l)
+			if len(notes) > 0 || r.Failed() {
+				raw, _ := Marshal(rc)
+				t.Fatalf("recorded test: notes %q, %s\n%s", notes, r.Error(), raw)
+			}
+		})
+	}
+}
+
+// waitSettled waits until the Session is no longer Pending or Running.
+func waitSettled(t *testing.T, k client.Client, key types.NamespacedName) *flowv1.Session {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s := &flowv1.Session{}
+		err := k.Get(context.Background(), key, s)
+		if err == nil && s.Status.ObservedGeneration == s.Generation {
+			switch s.Status.Phase {
+			case "", flowv1.PhasePending, flowv1.PhaseRunning:
+			default:
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			raw, _ := json.MarshalIndent(s.Status, "", "  ")
+			t.Fatalf("session %s did not settle (%v):\n%s", key.Name, err, raw)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sampleObjects reads the objects of a sample file.
+func sampleObjects(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	var out []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			t.Fatal(fmt.Errorf("%s: %w", path, err))
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+}
