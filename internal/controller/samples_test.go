@@ -24,7 +24,7 @@ import (
 // loadSample creates the Journey and Pathways of config/samples/<file> in namespace and
 // returns the sample's Session, not created, with its inputs (messages, outcomes,
 // approvals) removed so a test can feed them one at a time.
-func loadSample(t *testing.T, ns, file string) (*flowv1.Session, *flowv1.Session) {
+func loadSample(t *testing.T, ns, file string, mutate ...func(client.Object)) (*flowv1.Session, *flowv1.Session) {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "samples", file))
 	if err != nil {
@@ -57,6 +57,9 @@ func loadSample(t *testing.T, ns, file string) (*flowv1.Session, *flowv1.Session
 		}
 		if j, ok := obj.(*flowv1.Journey); ok {
 			journeyName = j.Name
+		}
+		for _, m := range mutate {
+			m(o)
 		}
 		create(t, o)
 	}

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"github.com/go-logr/logr"
 	"os"
 	"testing"
 	"time"
@@ -34,6 +35,8 @@ func TestMain(m *testing.M) {
 	utilruntime.Must(flowv1.AddToScheme(scheme))
 	if os.Getenv("TEST_VERBOSE_MANAGER") != "" {
 		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
 	}
 	var err error
 	env, err = testenv.Start()
