@@ -20,7 +20,9 @@ type chatServer struct {
 	mu    sync.Mutex
 	auth  []string
 	// block, when set, holds each call it returns true for until the client gives up.
-	block  func(call int32) bool
+	block func(call int32) bool
+	// status, when set and non-zero for a call, fails it with that HTTP status.
+	status atomic.Int32
 	answer func(kind, user string) string
 }
 
@@ -54,6 +56,11 @@ func (cs *chatServer) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if code := cs.status.Load(); code != 0 {
+		w.Header().Set("Retry-After", "0")
+		http.Error(w, `{"error":{"message":"try later","type":"test"}}`, int(code))
 		return
 	}
 	if cs.block != nil && cs.block(n) {
