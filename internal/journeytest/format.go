@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
@@ -32,10 +33,6 @@ type Case struct {
 	Name string `json:"name,omitempty"`
 	// Description says what the test shows.
 	Description string `json:"description,omitempty"`
-	// Manifests are the Journey and Pathway manifests: paths of multi-document YAML
-	// files relative to the test file, or inline objects. Sessions and objects of
-	// other kinds are ignored.
-	Manifests []Manifest `json:"manifests"`
 	// Journey names the Journey to run; optional when the manifests hold one Journey.
 	Journey string `json:"journey,omitempty"`
 	// Revision, when set, is the revision name the manifests must compile to (recorded
@@ -49,6 +46,10 @@ type Case struct {
 	InitialContext *apiextensionsv1.JSON `json:"initialContext,omitempty"`
 	// Steps are sent one after the other; the Session settles after each.
 	Steps []Step `json:"steps"`
+	// Manifests are the Journey and Pathway manifests: paths of multi-document YAML
+	// files relative to the test file, or inline objects. Sessions and objects of
+	// other kinds are ignored.
+	Manifests []Manifest `json:"manifests"`
 
 	// Path is the file the case was read from ("" for a case built in memory).
 	Path string `json:"-"`
@@ -368,13 +369,49 @@ func Parse(data []byte) (*Case, error) {
 	return &c, nil
 }
 
-// Marshal writes a case as YAML.
+// Marshal writes a case as YAML, its fields in the order of the format (steps before
+// the manifests, a step's name first) rather than sorted.
 func Marshal(c *Case) ([]byte, error) {
 	raw, err := json.Marshal(c)
 	if err != nil {
 		return nil, err
 	}
-	return yaml.JSONToYAML(raw)
+	// JSON is YAML: parsing it keeps the order of the keys.
+	var doc yamlv3.Node
+	if err := yamlv3.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	blockStyle(&doc)
+	var buf bytes.Buffer
+	enc := yamlv3.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// blockStyle drops the flow and quoting styles of parsed JSON; the encoder quotes the
+// strings that need it.
+func blockStyle(n *yamlv3.Node) {
+	n.Style = 0
+	for i, c := range n.Content {
+		blockStyle(c)
+		// Transitions read best one a line: {name: next, from: a, to: b}.
+		if n.Kind == yamlv3.MappingNode && i%2 == 1 && (n.Content[i-1].Value == "transitions" || n.Content[i-1].Value == "transition") {
+			if c.Kind == yamlv3.MappingNode {
+				c.Style = yamlv3.FlowStyle
+			}
+			for _, e := range c.Content {
+				if e.Kind == yamlv3.MappingNode {
+					e.Style = yamlv3.FlowStyle
+				}
+			}
+		}
+	}
 }
 
 func (c *Case) check() error {

@@ -143,7 +143,11 @@ func messageNumber(steps []Step) int {
 }
 
 func matchOf(h flowv1.HistoryEntry) TransitionMatch {
-	return TransitionMatch{Name: h.Transition, From: h.From, To: h.To, Action: h.Action, Source: h.Source}
+	m := TransitionMatch{Name: h.Transition, From: h.From, To: h.To, Action: h.Action, Source: h.Source}
+	if m.Action == flowv1.ActionAdvance {
+		m.Action = ""
+	}
+	return m
 }
 
 // expectOf expects what a step did: its transitions and where it left the Session.

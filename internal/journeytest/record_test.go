@@ -162,7 +162,7 @@ func TestReplayFindsDivergence(t *testing.T) {
 		if len(notes) != 1 || !strings.Contains(notes[0], "today's engine diverges from the Session at step 5") {
 			t.Fatalf("notes: %q", notes)
 		}
-		if !r.Failed() || !strings.Contains(r.Error(), "step 5 (message m4") || !strings.Contains(r.Error(), "transition: want {name=reject-doctor from=booking to=persuasion action=Advance source=Transition}, got [reject-doctor booking→booking]") {
+		if !r.Failed() || !strings.Contains(r.Error(), "step 5 (message m4") || !strings.Contains(r.Error(), "transition: want {name=reject-doctor from=booking to=persuasion source=Transition}, got [reject-doctor booking→booking]") {
 			t.Fatalf("the recorded test: %s", r.Error())
 		}
 	})
