@@ -63,7 +63,9 @@ func leaves(v reflect.Value, path string, f func(path string, set func())) {
 	case reflect.Slice:
 		leaves(v.Index(0), path+"[0]", f)
 	case reflect.Map:
-		f(path, func() { v.SetMapIndex(reflect.New(v.Type().Key()).Elem(), reflect.ValueOf(int32(7)).Convert(v.Type().Elem())) })
+		f(path, func() {
+			v.SetMapIndex(reflect.New(v.Type().Key()).Elem(), reflect.ValueOf(int32(7)).Convert(v.Type().Elem()))
+		})
 	case reflect.String:
 		f(path, func() { v.SetString("changed") })
 	case reflect.Bool:

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -265,4 +266,24 @@ func FuzzParseJSON(f *testing.F) {
 			t.Fatalf("parseJSON(%q) = %#v, encoding/json %#v", data, got, want)
 		}
 	})
+}
+
+func TestSizeOf(t *testing.T) {
+	for _, v := range []any{
+		0.0, math.Copysign(0, -1), 1.0, -1.0, 123456789012345.0, 1e15, 1e21, 1e-7, 0.1, -2.5, math.MaxInt64, float64(math.MinInt64),
+		"", "plain", "quote\" back\\ nl\n tab\t cr\r ctl\x01 html<>& uni é 😀 bad\xff sep\u2028", []any{}, map[string]any{},
+		map[string]any{"a": []any{1.0, nil, true, false, "x"}, "é": map[string]any{"k": 3.25}}, int64(-42), 7, int32(9),
+	} {
+		if got, want := sizeOf(v), len(encodeJSON(v)); got != want {
+			t.Errorf("sizeOf(%#v) = %d, encoded %d", v, got, want)
+		}
+		if raw, err := json.Marshal(v); err == nil {
+			var back, mine any
+			json.Unmarshal(raw, &back)
+			json.Unmarshal(encodeJSON(v), &mine)
+			if !reflect.DeepEqual(back, mine) {
+				t.Errorf("encodeJSON(%#v) = %s, decodes to %#v, want %#v", v, encodeJSON(v), mine, back)
+			}
+		}
+	}
 }

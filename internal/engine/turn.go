@@ -795,8 +795,9 @@ func (r *run) context() map[string]any {
 func (r *run) commitContext(next map[string]any, keys []string, pathway string) error {
 	st := r.st
 	base := r.context()
-	if n := sizeOf(next); n > r.snap.lim.contextBytes {
-		return fmt.Errorf("%w: %d bytes, over maxContextBytes %d", errContextTooLarge, n, r.snap.lim.contextBytes)
+	size := sizeOf(next)
+	if size > r.snap.lim.contextBytes {
+		return fmt.Errorf("%w: %d bytes, over maxContextBytes %d", errContextTooLarge, size, r.snap.lim.contextBytes)
 	}
 	prev := map[string]any{}
 	var changed []string
@@ -821,7 +822,7 @@ func (r *run) commitContext(next map[string]any, keys []string, pathway string) 
 		Version: st.ContextVersion, Pathway: pathway, Keys: changed, Previous: toJSON(prev),
 	})
 	r.trimContextHistory()
-	st.Context = toJSON(next)
+	st.Context = &apiextensionsv1.JSON{Raw: appendJSON(make([]byte, 0, size), next)}
 	r.ctx = next
 	return nil
 }

@@ -99,7 +99,8 @@ func appendJSON(b []byte, v any) []byte {
 		}
 		return append(b, ']')
 	case map[string]any:
-		keys := make([]string, 0, len(x))
+		var arr [16]string
+		keys := arr[:0]
 		for k := range x {
 			keys = append(keys, k)
 		}
@@ -128,6 +129,9 @@ func appendJSON(b []byte, v any) []byte {
 func appendFloat(b []byte, f float64) []byte {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return append(b, "null"...)
+	}
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 && (f != 0 || !math.Signbit(f)) {
+		return strconv.AppendInt(b, int64(f), 10)
 	}
 	abs := math.Abs(f)
 	format := byte('f')
@@ -209,8 +213,7 @@ func sizeOf(v any) int {
 	case string:
 		return stringSize(x)
 	case float64:
-		var buf [32]byte
-		return len(appendFloat(buf[:0], x))
+		return floatSize(x)
 	case int:
 		var buf [24]byte
 		return len(strconv.AppendInt(buf[:0], int64(x), 10))
@@ -242,19 +245,27 @@ func sizeOf(v any) int {
 	return len(appendJSON(nil, v))
 }
 
+// asciiSize is the encoded size of each ASCII byte in a JSON string.
+var asciiSize = func() (t [utf8.RuneSelf]uint8) {
+	for c := range t {
+		switch {
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+			t[c] = 2
+		case c < 0x20:
+			t[c] = 6
+		default:
+			t[c] = 1
+		}
+	}
+	return t
+}()
+
 func stringSize(s string) int {
 	n := 2
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
-				n += 2
-			case c < 0x20:
-				n += 6
-			default:
-				n++
-			}
+			n += int(asciiSize[c])
 			i++
 			continue
 		}
@@ -270,6 +281,25 @@ func stringSize(s string) int {
 		i += size
 	}
 	return n
+}
+
+// floatSize is len(appendFloat(nil, f)), with a fast path for integral values.
+func floatSize(f float64) int {
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 && (f != 0 || !math.Signbit(f)) {
+		i := int64(f)
+		n := 1
+		if i < 0 {
+			n++
+			i = -i
+		}
+		for i >= 10 {
+			i /= 10
+			n++
+		}
+		return n
+	}
+	var buf [32]byte
+	return len(appendFloat(buf[:0], f))
 }
 
 // equalValues reports whether two JSON values are equal (numbers by value).
@@ -367,7 +397,7 @@ func appendUnique(base, add []any) []any {
 	}
 	out := make([]any, len(base), len(base)+len(add))
 	copy(out, base)
-	if len(base)*len(add) <= 256 {
+	if len(add) <= 8 || len(base)*len(add) <= 4096 {
 		for _, v := range add {
 			if !containsValue(out, v) {
 				out = append(out, v)
