@@ -248,3 +248,10 @@ func (l *llm) answer(e *Effect) (any, error) {
 }
 
 var openai = flowv1.AgentSpec{Name: "gpt", Provider: flowv1.ProviderOpenAI, Model: "gpt-4o-mini"}
+
+type (
+	intentReq   = agent.IntentRequest
+	intentResp  = agent.IntentResponse
+	pathwayReq  = agent.PathwayRequest
+	pathwayResp = agent.PathwayResponse
+)
