@@ -242,3 +242,24 @@ func TestMultipleOutcomeTypes(t *testing.T) {
 		}
 	}
 }
+
+// Without onPartialSuccess a partial success takes onSuccess; without onFailure a
+// failure stays (Graceful) and an unclear result waits for more input.
+func TestOutcomeFallbacks(t *testing.T) {
+	d := journeyOf("work", map[string]*flowv1.PathwaySpec{
+		"work":  phase("work", &flowv1.OutcomeTransitions{OnSuccess: str("next")}),
+		"next":  {},
+		"other": {},
+	}, func(j *flowv1.JourneySpec) {
+		j.Transitions = []flowv1.GlobalTransition{{Name: "go", To: "other", Trigger: flowv1.Trigger{Condition: "false"}}}
+	})
+	for result, want := range map[string]string{"partial_success": "next", "failure": "work", "unclear": "work", "success": "next"} {
+		s := newSession(t, d)
+		s.spec.InitialContext = raw(`{"results":{"work":"` + result + `"}}`)
+		s.settle()
+		s.expect(flowv1.PhaseWaitingForInput, want)
+		if result == "failure" && (s.st.LastTurn.FinishReason != flowv1.FinishError || len(s.st.LastTurn.Failures) != 1) {
+			t.Errorf("unhandled failure: %s", dump(s.st.LastTurn))
+		}
+	}
+}

@@ -1,0 +1,141 @@
+// Package engine is the pure step machine of journey Sessions: no client, no network,
+// no clock reads (time is an input). The controller calls Step once per reconcile,
+// performs the one Effect it may return, journals the answer with Effect.Record in
+// status.pendingEffect, and writes status once; the next Step applies the journaled
+// answer. Builtin agents are pure and local, so their answers are applied inside the
+// step that asks, without a journal entry; only openai agents produce an Effect.
+//
+// # Steps
+//
+// A step does, in order, the first of these that applies:
+//
+//  1. A terminal phase (Completed, Failed, Cancelled): nothing.
+//  2. spec.cancel: phase Cancelled, completionTime set, any turn in progress dropped.
+//  3. spec.suspend: nothing but Ready=False, reason Suspended.
+//  4. The first step (phase empty or Pending) starts the Session in the entry pathway:
+//     iteration 1, the context from spec.initialContext, startTime, journeyRevision. It
+//     then goes on with the next rules in the same step.
+//  5. A blocked Session (see Caps) does nothing more until it is cancelled.
+//  6. The session timeout (from the creation time, else startTime) blocks the Session,
+//     even when it is idle.
+//  7. A turn in progress (status.turn) continues, consuming status.pendingEffect.
+//  8. In AwaitingApproval or Escalated, the next approval is processed; messages and
+//     outcomes wait.
+//  9. Otherwise an unprocessed approval is processed (it can only be ignored: no
+//     decision waits), else one turn starts: an entry run (a runOn Entry pathway that has
+//     not run since it was entered), else the next External outcome (current External
+//     pathway only), else the next message.
+//
+// A step does at most one unit of work (one turn or one approval), as far as builtin
+// agents allow, and stops at the first remote agent call. At its end the phase is
+// Running when another step would act at once, else WaitingForInput (or
+// AwaitingApproval / Escalated), and the conditions follow the phase (Ready always;
+// Reconciling only while Running; Stalled only while blocked; AwaitingInput and
+// AwaitingApproval True or False once set). status.step increments on every step that
+// changes the status; a step with nothing to do returns a status equal to its input
+// and no effect, so the controller writes nothing.
+//
+// # Turns and the journal
+//
+// A turn has stages, recorded in status.turn while it waits on a remote agent: Route
+// (message turns: global transitions), Run (the pathway's agents) and Decide (outcome
+// transitions). status.lastTurn is the turn's typed outcome, started when the turn
+// starts (finishReason empty while in progress). The step that returns an Effect
+// returns the status with all progress up to it. The next step recomputes the
+// request of the turn's stage and uses status.pendingEffect only when its kind and
+// input hash match (a stale entry is dropped and the question asked again; an entry
+// without a turn in progress is dropped). So a crash repeats at most one agent call, a
+// journaled answer is applied exactly once, and replaying a step gives the same
+// status. An agent's Invalid or Terminal error, journaled as a failure, is a failed
+// pathway run, no intent, or an unclear decision.
+//
+// # Routing a message
+//
+// Global transitions apply when their from is the current pathway or "*"; they are
+// tried by priority (higher first), then declaration order: intent patterns first
+// (package match: case-insensitive, on word boundaries), then, when no pattern matched
+// and some llmFallback intent applies and intentDetection names an openai agent, the
+// LLM classifier (a ClassifyIntent effect; below confidenceThreshold, "none", an
+// intent not asked about, or an error is no match), then CEL conditions (context,
+// message, session, and outputs: the previous turn's). The first that fires moves the
+// Session, then applies its contextUpdate (Append de-duplicates; Set; Copy). Entering a
+// pathway with returnBehavior ReturnToPrevious from another pathway pushes the current
+// one; past maxPathwayDepth the move is refused with a Policy failure: FailFast fails
+// the Session (reason StackOverflow), Graceful stays and runs the current pathway. A
+// self-transition (booking -> booking) does not push and does not reset pathwayTurns.
+//
+// # Running a pathway
+//
+// The (new) current pathway runs with the message. External pathways do not run on
+// messages (the message only routes); they take the next spec.outcomes entry for
+// (current pathway, iteration); outcomes for another pathway or iteration are skipped.
+// A pathway whose agents are all builtin or undeclared runs builtin inline; one with
+// an openai agent is a RunPathway effect with all its agents in pipeline order. Inputs
+// come from the context, else the input's default, else the message for inputs named
+// message, question or *_message. The result's accumulate fields merge into the
+// context (scalars replace, lists append without duplicates, lists of objects compared
+// as JSON, objects deep-merge); a context over maxContextBytes is a failure that
+// leaves the context unchanged (FailFast: the Session fails, reason ContextTooLarge),
+// never a truncation. Each change increments contextVersion and records the previous
+// values of the changed keys in contextHistory (at most MaxContextVersions versions,
+// at most maxContextBytes of previous values), which Rollback uses. A failed run (an
+// agent error, a builtin expression error) is recoverable: Graceful records it in
+// lastTurn (finishReason Error) and stays, FailFast fails the Session. session.turns in
+// CEL counts turns including the current one; session.pathwayTurns counts earlier
+// runs of the current pathway since it was entered.
+//
+// # Deciding where to go
+//
+// Only a complete turn moves on. Its result type (missing: success) picks
+// transitions.on<Result>; a partial success without onPartialSuccess takes onSuccess.
+// Without a transition: success goes to next, else back from a detour (pop; with
+// preserveContext false the detour's context versions are undone), else the journey
+// completes; a failure without onFailure is a recoverable error (Graceful stays,
+// FailFast fails); an unclear result without onUnclear stays and waits for input.
+// The string form moves to `to` with its action (default Advance, Retry when `to` is
+// the current pathway). The decision form evaluates rules (CEL over outputs, context,
+// session; first match; confidence default 1), else asks the decision agent (builtin:
+// the first allowed destination with the agent's builtin.confidence; openai: a Decide
+// effect). A destination outside allowedDestinations, or none, is an unclear decision
+// (confidence 0): never a jump. By confidence: >= autoAdvance (default 0.8) applies it;
+// >= requireApproval (default 0.6) waits in AwaitingApproval with lastDecision
+// {id d-<step>, state Pending}; lower, or unclear, moves to the journey's
+// escalationPathway, else the phase becomes Escalated. messaging copies the pathway's
+// outputs into context.messages.<pathway> when the decision is applied. Close completes
+// the journey; after a failure result it fails it (so an External "error" can end a
+// workflow as Failed).
+//
+// # Approvals
+//
+// In AwaitingApproval or Escalated, spec.approvals are read in order. One naming
+// lastDecision.id approves (to its destination, or to the approval's destination when
+// that is one of the allowed destinations; an escalated unclear decision needs one) or
+// rejects: the pathway runs again (seed 003: rejected -> draft again), not counted as a
+// retry. Approvals naming anything else, overriding with a destination that is not
+// allowed, or from someone not in decision.approvers.users (when only users are
+// listed) are counted as processed and recorded as a PolicyDenied turn.
+//
+// # Actions, caps and loops
+//
+// Advance moves; JumpBack moves and starts a new cycle (iteration + 1, retries reset,
+// seed 002 §5); Retry runs the pathway again, counted in status.retries against
+// retry.limit or retryLimitPerPathway (default 2). Leaving a pathway, Retry and
+// JumpBack reset pathwayTurns, so an Entry pathway runs again. Caps block the Session
+// instead of acting: maxTurns (before a turn starts), maxIterations (before a
+// JumpBack), maxTransitions, the retry limit, sessionTimeout and the budget (tokens or
+// cost, before a turn starts and before any remote call). Loop prevention blocks a
+// move that would complete more than maxCycleRepeats traversals of one cycle of
+// pathways within the last window moves (Advance and JumpBack between different
+// pathways; retries and self-transitions are not cycles). A block keeps the phase,
+// sets Stalled=True and Ready=False with the cap's reason, ends the turn with the
+// matching finishReason and a Policy failure, and records a Block entry in history.
+// It lasts until the Session is cancelled. Stalled conditions set by the controller
+// with other reasons (AgentTerminalError, ...) do not block the engine and are
+// cleared by the next step that runs.
+//
+// History keeps the last maxHistory moves (time, step, from, to, action, source,
+// transition, confidence, iteration, messageID, reason). lastDecision and
+// status.confidence follow decisions (transitions, rules, agents, approvals, outcome
+// transitions), not the automatic next and return moves. Events lists what a step did
+// for the controller to emit.
+package engine
