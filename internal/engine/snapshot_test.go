@@ -73,7 +73,9 @@ func TestValidate(t *testing.T) {
 			c.Decision.ConfidenceThresholds = &flowv1.ConfidenceThresholds{AutoAdvance: "0.5", RequireApproval: "0.7"}
 			d.p["booking"].Transitions = &flowv1.OutcomeTransitions{OnPartialSuccess: c}
 		}, `autoAdvance must be greater than or equal to requireApproval`},
-		{"bad confidence", func(d def) { d.j.IntentDetection = &flowv1.IntentDetection{Agent: "rag-faq-agent", ConfidenceThreshold: "1.5"} }, `"1.5" is not a decimal between 0 and 1`},
+		{"bad confidence", func(d def) {
+			d.j.IntentDetection = &flowv1.IntentDetection{Agent: "rag-faq-agent", ConfidenceThreshold: "1.5"}
+		}, `"1.5" is not a decimal between 0 and 1`},
 		{"external with agents", func(d def) { d.p["faq"].Executor = flowv1.ExecutorExternal }, `pathway faq: an External pathway has no agents`},
 	}
 	for _, tt := range tests {
