@@ -19,6 +19,7 @@
 package match
 
 import (
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -56,9 +57,16 @@ func Contains(text, phrase string) bool {
 		if 'a' <= lo && lo <= 'z' {
 			up = lo - ('a' - 'A')
 		}
+		nextLo, nextUp := -1, -1 // next offsets of lo and up at or after i, or len(text)
 		for i := 0; i < len(text); i++ {
-			if c := text[i]; c != lo && c != up {
-				continue
+			if nextLo < i {
+				nextLo = indexFrom(text, lo, i)
+			}
+			if nextUp < i {
+				nextUp = indexFrom(text, up, i)
+			}
+			if i = min(nextLo, nextUp); i >= len(text) {
+				return false
 			}
 			if wordStart && !boundaryBeforeAt(text, i) {
 				continue
@@ -203,6 +211,14 @@ func decode(s string, i int) (rune, int) {
 		return rune(c), 1
 	}
 	return utf8.DecodeRuneInString(s[i:])
+}
+
+// indexFrom returns the offset of c in text at or after from, or len(text).
+func indexFrom(text string, c byte, from int) int {
+	if j := strings.IndexByte(text[from:], c); j >= 0 {
+		return from + j
+	}
+	return len(text)
 }
 
 func lowerASCII(c byte) byte {
