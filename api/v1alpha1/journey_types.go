@@ -350,6 +350,11 @@ type Limits struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=500
 	MaxHistory int32 `json:"maxHistory,omitempty"`
+	// maxJournal is how many agent answers status.journal keeps. Defaults to 100.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=500
+	MaxJournal *int32 `json:"maxJournal,omitempty"`
 	// budget caps token usage and cost across all agent calls of a Session.
 	// +optional
 	Budget *Budget `json:"budget,omitempty"`

@@ -191,10 +191,19 @@ type SessionStatus struct {
 	// lastDecision is the most recent transition decision.
 	// +optional
 	LastDecision *DecisionRecord `json:"lastDecision,omitempty"`
-	// pendingEffect is the journal: an agent's answer, recorded before the next step
-	// applies it.
+	// pendingEffect is an agent's answer, recorded before the next step applies it.
 	// +optional
 	PendingEffect *EffectRecord `json:"pendingEffect,omitempty"`
+	// journal keeps every agent answer the Session's steps were given, oldest first, up
+	// to limits.maxJournal entries, so a Session can be recorded and replayed exactly.
+	// The engine never reads it.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=500
+	Journal []EffectRecord `json:"journal,omitempty"`
+	// journalDropped counts the oldest journal entries dropped past limits.maxJournal.
+	// +optional
+	JournalDropped int32 `json:"journalDropped,omitempty"`
 	// lastTurn is the typed outcome of the last turn (seed 001): the single source of
 	// truth for what happened in it.
 	// +optional

@@ -605,6 +605,11 @@ func (in *Limits) DeepCopyInto(out *Limits) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.MaxJournal != nil {
+		in, out := &in.MaxJournal, &out.MaxJournal
+		*out = new(int32)
+		**out = **in
+	}
 	if in.Budget != nil {
 		in, out := &in.Budget, &out.Budget
 		*out = new(Budget)
@@ -1052,6 +1057,13 @@ func (in *SessionStatus) DeepCopyInto(out *SessionStatus) {
 		in, out := &in.PendingEffect, &out.PendingEffect
 		*out = new(EffectRecord)
 		(*in).DeepCopyInto(*out)
+	}
+	if in.Journal != nil {
+		in, out := &in.Journal, &out.Journal
+		*out = make([]EffectRecord, len(*in))
+		for i := range *in {
+			(*in)[i].DeepCopyInto(&(*out)[i])
+		}
 	}
 	if in.LastTurn != nil {
 		in, out := &in.LastTurn, &out.LastTurn

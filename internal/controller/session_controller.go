@@ -143,6 +143,7 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		// An answer, or an Invalid one that the engine turns into an unclear decision or
 		// no intent: journaled before the next step acts on it.
 		status.PendingEffect = effect.Record(string(s.UID), status.Step, resp, err)
+		journal(status, status.PendingEffect, snap.Journey().Limits.MaxJournal)
 		setCondition(status, flowv1.ConditionAgentAvailable, metav1.ConditionTrue, flowv1.ReasonAgentReady, "The last agent call answered", now)
 	}
 	status.ObservedGeneration = s.Generation
@@ -176,6 +177,22 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return r.expire(ctx, &s, now)
 	}
 	return ctrl.Result{}, nil
+}
+
+// defaultMaxJournal is how many agent answers status.journal keeps by default.
+const defaultMaxJournal = 100
+
+// journal appends an answer to status.journal, dropping the oldest past the limit.
+func journal(status *flowv1.SessionStatus, rec *flowv1.EffectRecord, limit *int32) {
+	n := defaultMaxJournal
+	if limit != nil {
+		n = int(*limit)
+	}
+	status.Journal = append(status.Journal, *rec.DeepCopy())
+	if over := len(status.Journal) - n; over > 0 {
+		status.Journal = append([]flowv1.EffectRecord(nil), status.Journal[over:]...)
+		status.JournalDropped += int32(over)
+	}
 }
 
 // pin returns the Journey revision a new Session starts on, or why it cannot start.

@@ -102,6 +102,17 @@ func TestHealthcareWithOpenAIClassifier(t *testing.T) {
 	if c := apimeta.FindStatusCondition(got.Status.Conditions, flowv1.ConditionAgentAvailable); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("AgentAvailable = %+v", c)
 	}
+	// Every answer is journaled, in order, for record and replay.
+	var intents []string
+	for _, e := range got.Status.Journal {
+		if e.Kind != flowv1.EffectClassifyIntent {
+			t.Errorf("journal entry %+v: want ClassifyIntent", e)
+		}
+		intents = append(intents, e.Result.Intent)
+	}
+	if fmt.Sprint(intents) != "[none faq-detour]" {
+		t.Errorf("journaled intents %v, want [none faq-detour]", intents)
+	}
 }
 
 // stoppableManager runs the controllers until stop is called.
@@ -343,3 +354,19 @@ func TestSuspendCancelAndTTL(t *testing.T) {
 }
 
 var _ = ctrl.Request{}
+
+func TestJournalIsBounded(t *testing.T) {
+	st := &flowv1.SessionStatus{}
+	limit := int32(3)
+	for i := range 5 {
+		journal(st, &flowv1.EffectRecord{ID: fmt.Sprint(i)}, &limit)
+	}
+	if len(st.Journal) != 3 || st.Journal[0].ID != "2" || st.Journal[2].ID != "4" || st.JournalDropped != 2 {
+		t.Errorf("journal %+v dropped %d: want the last 3 and 2 dropped", st.Journal, st.JournalDropped)
+	}
+	off := int32(0)
+	journal(st, &flowv1.EffectRecord{ID: "x"}, &off)
+	if len(st.Journal) != 0 || st.JournalDropped != 6 {
+		t.Errorf("maxJournal 0: journal %+v dropped %d", st.Journal, st.JournalDropped)
+	}
+}
