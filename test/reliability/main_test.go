@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,6 +39,8 @@ func TestMain(m *testing.M) {
 	utilruntime.Must(flowv1.AddToScheme(scheme))
 	if os.Getenv("TEST_VERBOSE_MANAGER") != "" {
 		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
 	}
 	var err error
 	env, err = testenv.Start()
