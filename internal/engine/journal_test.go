@@ -259,3 +259,28 @@ func TestEvents(t *testing.T) {
 		t.Errorf("Ready %+v", c)
 	}
 }
+
+func TestJournalReproducesBuiltinDecisions(t *testing.T) {
+	local := newSession(t, planner())
+	remote := newSession(t, planner(func(j *flowv1.JourneySpec) {
+		j.Agents[0] = flowv1.AgentSpec{Name: "approval-handler", Provider: flowv1.ProviderOpenAI, Model: "m"}
+	}))
+	fake := &llm{decide: func(req agent.DecisionRequest) (agent.DecisionResponse, error) {
+		return builtin.Decide(req, 0.5), nil
+	}}
+	remote.answer = fake.answer
+	for _, s := range []*session{local, remote} {
+		s.spec.InitialContext = raw(`{"collect":"sufficient_context","outline_ok_at":2,"schedule":"success"}`)
+		s.settle()
+		s.expect(flowv1.PhaseAwaitingApproval, "seek-approval")
+		s.approve(s.st.LastDecision.ID, true, "")
+		s.settle()
+	}
+	local.expect(flowv1.PhaseCompleted, "complete")
+	if fake.calls[flowv1.EffectDecide] != 1 {
+		t.Fatalf("%d decision calls", fake.calls[flowv1.EffectDecide])
+	}
+	if a, b := normalized(local.st), normalized(remote.st); !equality.Semantic.DeepEqual(a, b) {
+		t.Fatalf("statuses differ:\nbuiltin %s\njournal %s", dump(a), dump(b))
+	}
+}
