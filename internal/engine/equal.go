@@ -32,6 +32,8 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 		turnEqual(a.Turn, b.Turn) &&
 		decisionEqual(a.LastDecision, b.LastDecision) &&
 		effectEqual(a.PendingEffect, b.PendingEffect) &&
+		slices.EqualFunc(a.Journal, b.Journal, func(x, y flowv1.EffectRecord) bool { return effectEqual(&x, &y) }) &&
+		a.JournalDropped == b.JournalDropped &&
 		outcomeEqual(a.LastTurn, b.LastTurn) &&
 		jsonEqual(a.Context, b.Context) &&
 		a.ContextVersion == b.ContextVersion &&
