@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -192,7 +193,7 @@ func journeyOf(entry string, specs map[string]*flowv1.PathwaySpec, mods ...func(
 	for n := range specs {
 		names = append(names, n)
 	}
-	sortStrings(names)
+	slices.Sort(names)
 	for _, n := range names {
 		j.Pathways = append(j.Pathways, flowv1.PathwayEntry{Name: flowv1.Name(n), PathwayRef: n})
 	}

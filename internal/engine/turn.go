@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/google/cel-go/interpreter"
 
@@ -816,7 +817,7 @@ func (r *run) commitContext(next map[string]any, keys []string, pathway string) 
 	if len(changed) == 0 {
 		return nil
 	}
-	sortStrings(changed)
+	slices.Sort(changed)
 	st.ContextVersion++
 	st.ContextHistory = append(st.ContextHistory, flowv1.ContextVersion{
 		Version: st.ContextVersion, Pathway: pathway, Keys: changed, Previous: toJSON(prev),
@@ -931,12 +932,4 @@ func Rollback(status *flowv1.SessionStatus, version int64) (*flowv1.SessionStatu
 		out.Context = toJSON(ctx)
 	}
 	return out, nil
-}
-
-func sortStrings(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }
