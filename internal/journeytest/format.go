@@ -105,6 +105,10 @@ type Step struct {
 	Outcome *OutcomeInput `json:"outcome,omitempty"`
 	// Approval answers a decision; decisionID defaults to status.lastDecision.id.
 	Approval *ApprovalInput `json:"approval,omitempty"`
+	// Suspend sets spec.suspend (true pauses the Session, false resumes it).
+	Suspend *bool `json:"suspend,omitempty"`
+	// Cancel sets spec.cancel: the Session ends as Cancelled.
+	Cancel bool `json:"cancel,omitempty"`
 	// Answers are the recorded answers of the remote (openai) agents the step calls,
 	// in call order.
 	Answers []Answer `json:"answers,omitempty"`
@@ -449,8 +453,14 @@ func (c *Case) check() error {
 				return fmt.Errorf("%s.approval.approve: say true or false", where)
 			}
 		}
+		if s.Suspend != nil {
+			n++
+		}
+		if s.Cancel {
+			n++
+		}
 		if n > 1 {
-			return fmt.Errorf("%s: a step sends at most one of message, outcome and approval", where)
+			return fmt.Errorf("%s: a step sends at most one of message, outcome, approval, suspend and cancel", where)
 		}
 		if s.After != "" {
 			if d, err := time.ParseDuration(s.After); err != nil || d < 0 {
@@ -521,6 +531,12 @@ func (s *Step) describe(msgID string) string {
 			d += " -> " + s.Approval.Destination
 		}
 		return d
+	case s.Suspend != nil && *s.Suspend:
+		return "suspend"
+	case s.Suspend != nil:
+		return "resume"
+	case s.Cancel:
+		return "cancel"
 	}
 	return "no input"
 }

@@ -346,7 +346,7 @@ func TestLLMAnswers(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"unknown field", "manifests: [a.yaml]\nsteps: [{mesage: hi}]", `unknown field "mesage"`},
-		{"two inputs", "manifests: [a.yaml]\nsteps: [{message: hi, approval: {approve: true}}]", "at most one of message, outcome and approval"},
+		{"two inputs", "manifests: [a.yaml]\nsteps: [{message: hi, approval: {approve: true}}]", "at most one of message, outcome, approval, suspend and cancel"},
 		{"no steps", "manifests: [a.yaml]", "at least one step"},
 		{"approval without approve", "manifests: [a.yaml]\nsteps: [{approval: {}}]", "approval.approve: say true or false"},
 		{"bad answer", "manifests: [a.yaml]\nsteps: [{message: hi, answers: [{kind: Decide, answer: {destination: x, confidence: high}}]}]", "steps[0].answers[0].answer: a Decide answer"},

@@ -141,6 +141,14 @@ func simulate(l *LiveSession) (*simulation, error) {
 		}
 		steps = append(steps, st)
 	}
+	// When the Session was suspended or cancelled is not kept: after its inputs.
+	if sess.Spec.Suspend {
+		yes := true
+		steps = append(steps, Step{Suspend: &yes})
+	}
+	if sess.Spec.Cancel {
+		steps = append(steps, Step{Cancel: true})
+	}
 	for i := range steps {
 		ja.step = i + 1
 		sr := s.run(i, &steps[i], ja)

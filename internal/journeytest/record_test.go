@@ -264,3 +264,26 @@ func TestRecordLLMSession(t *testing.T) {
 		}
 	})
 }
+
+// TestSuspendAndCancel: suspend and cancel steps, and a cancelled Session recorded and
+// replayed.
+func TestSuspendAndCancel(t *testing.T) {
+	c := sampleTest(t, "review-loop.yaml")
+	yes, no := true, false
+	c.Steps = append(c.Steps[:2],
+		Step{Name: "pause", Suspend: &yes},
+		Step{Name: "an outcome while suspended", Outcome: &OutcomeInput{ResultType: flowv1.ResultSuccess},
+			Expect: &Expect{Pathway: "generate", Transitions: []TransitionMatch{}, Fields: map[string]any{"processedOutcomes": 1.0}}},
+		Step{Name: "resume", Suspend: &no, Expect: &Expect{Pathway: "review", Transition: &TransitionMatch{Name: "onSuccess", To: "review"}}},
+		Step{Name: "stop", Cancel: true, Expect: &Expect{Phase: flowv1.PhaseCancelled, Pathway: "review"}},
+	)
+	s, rev := liveObjects(t, c)
+	l := fetch(t, s, rev)
+	if _, notes, r := recordAndRun(t, l); len(notes) > 0 || r.Failed() {
+		t.Fatalf("recorded: %q %s", notes, r.Error())
+	}
+	rep, err := Replay(l)
+	if err != nil || rep.Step != 0 || rep.Incomplete != nil {
+		t.Fatalf("replay: %v %d %s %v", err, rep.Step, rep.Detail, rep.Incomplete)
+	}
+}

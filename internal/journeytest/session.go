@@ -202,6 +202,16 @@ func (s *session) send(step *Step) (string, error) {
 		}
 		s.spec.Approvals = append(s.spec.Approvals, a)
 		s.generation++
+	case step.Suspend != nil:
+		if s.spec.Suspend != *step.Suspend {
+			s.spec.Suspend = *step.Suspend
+			s.generation++
+		}
+	case step.Cancel:
+		if !s.spec.Cancel {
+			s.spec.Cancel = true
+			s.generation++
+		}
 	}
 	return "", nil
 }
