@@ -73,9 +73,14 @@ type MissingAnswerError struct {
 	Effect string
 	Kind   flowv1.EffectKind
 	Given  int
+	// Journal says the answer was looked for in a live Session's journal.
+	Journal bool
 }
 
 func (e *MissingAnswerError) Error() string {
+	if e.Journal {
+		return fmt.Sprintf("the engine called an LLM agent (%s) and the Session no longer holds an answer to that question (status.pendingEffect keeps only the last one)", e.Effect)
+	}
 	have := "it has none"
 	if e.Given > 0 {
 		have = fmt.Sprintf("its %d answers are used up", e.Given)

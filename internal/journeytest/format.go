@@ -398,19 +398,32 @@ func Marshal(c *Case) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// flat reports whether n is a mapping of scalars.
+func flat(n *yamlv3.Node) bool {
+	if n.Kind != yamlv3.MappingNode {
+		return false
+	}
+	for _, c := range n.Content {
+		if c.Kind != yamlv3.ScalarNode {
+			return false
+		}
+	}
+	return true
+}
+
 // blockStyle drops the flow and quoting styles of parsed JSON; the encoder quotes the
 // strings that need it.
 func blockStyle(n *yamlv3.Node) {
 	n.Style = 0
 	for i, c := range n.Content {
 		blockStyle(c)
-		// Transitions read best one a line: {name: next, from: a, to: b}.
+		// Expected transitions read best one a line: {name: next, from: a, to: b}.
 		if n.Kind == yamlv3.MappingNode && i%2 == 1 && (n.Content[i-1].Value == "transitions" || n.Content[i-1].Value == "transition") {
-			if c.Kind == yamlv3.MappingNode {
+			if flat(c) {
 				c.Style = yamlv3.FlowStyle
 			}
 			for _, e := range c.Content {
-				if e.Kind == yamlv3.MappingNode {
+				if flat(e) {
 					e.Style = yamlv3.FlowStyle
 				}
 			}

@@ -69,7 +69,7 @@ func (j *journalAnswers) answer(eff *engine.Effect) (reply, error) {
 			return reply{record: r.DeepCopy()}, nil
 		}
 	}
-	return reply{}, &MissingAnswerError{Step: j.step, Effect: describeEffect(eff), Kind: eff.Kind}
+	return reply{}, &MissingAnswerError{Step: j.step, Effect: describeEffect(eff), Kind: eff.Kind, Journal: true}
 }
 
 // simulation is a live Session's inputs run through today's engine offline.

@@ -221,7 +221,12 @@ func Replay(l *LiveSession) (*ReplayReport, error) {
 	res := &Result{Name: l.Session.Name, Revision: l.Revision, Status: sim.status}
 	res.Steps = append(res.Steps, sim.results...)
 	for i := len(sim.results); i < len(sim.steps); i++ {
-		res.Steps = append(res.Steps, StepResult{Index: i + 1, Input: sim.steps[i].describe("m?"), Skipped: true})
+		step := &sim.steps[i]
+		id := fmt.Sprintf("m%d", messageNumber(sim.steps[:i+1]))
+		if step.Message != nil && step.Message.ID != "" {
+			id = step.Message.ID
+		}
+		res.Steps = append(res.Steps, StepResult{Index: i + 1, Input: step.describe(id), Skipped: true})
 	}
 	if len(res.Steps) > 0 {
 		res.Steps[0].Name = "created"
@@ -251,7 +256,11 @@ func (rep *ReplayReport) Print(w io.Writer) {
 				done++
 			}
 		}
-		fmt.Fprintf(w, "No divergence in the %d steps that could be replayed; the replay stops there: %v\n", done, rep.Incomplete)
+		what := fmt.Sprintf("the first %d steps", done)
+		if done == 1 {
+			what = "the first step"
+		}
+		fmt.Fprintf(w, "No divergence in %s; the replay stops at step %d: %v\n", what, done+1, rep.Incomplete)
 	default:
 		fmt.Fprintf(w, "No divergence: today's engine reproduces the transitions and the final status of session %s on revision %s\n", rep.Session, rep.Revision)
 	}
