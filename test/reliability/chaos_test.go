@@ -143,16 +143,46 @@ func TestRestartsAndFaults(t *testing.T) {
 	}
 
 	v := check(sessions)
+	// Exact replay from the journal: the Session's status must be what its inputs and
+	// the answers it journaled produce, step for step.
+	diverged, skipped := 0, 0
+	for i := range sessions {
+		diff, err := replay(ctx, k8sClient, &sessions[i])
+		switch {
+		case err == errNoReplay:
+			skipped++
+		case err != nil:
+			t.Fatalf("replaying %s: %v", sessions[i].Name, err)
+		case diff != "":
+			diverged++
+			if diverged <= 10 {
+				t.Errorf("%s: %s", sessions[i].Name, diff)
+			}
+		}
+	}
+	// The replay check itself must be able to fail: a transition applied twice, or an
+	// answer used that the journal does not hold, is a difference.
+	if len(sessions) > 0 && len(sessions[0].Status.History) > 0 {
+		twice := sessions[0].DeepCopy()
+		twice.Status.History = append(twice.Status.History, twice.Status.History[len(twice.Status.History)-1])
+		forgotten := sessions[0].DeepCopy()
+		forgotten.Status.Journal = nil
+		for name, bad := range map[string]*flowv1.Session{"a transition applied twice": twice, "an unjournaled answer": forgotten} {
+			if diff, err := replay(ctx, k8sClient, bad); err != nil || diff == "" {
+				t.Errorf("the replay does not notice %s (err %v)", name, err)
+			}
+		}
+	}
 	calls, faults, schemas := srv.counts()
 	injected := 0
 	for _, c := range faults {
 		injected += c
 	}
 	var table strings.Builder
-	fmt.Fprintf(&table, "\n| sessions | messages | restarts | agent calls | faults injected | lost | duplicated | escaped | unsettled | rewritten after settling | crashes | panics | duration |\n")
-	fmt.Fprintf(&table, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	fmt.Fprintf(&table, "| %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n",
-		v.sessions, v.messages, restarted+1, calls, injected, v.lost, v.duplicated, v.escaped, v.unsettled, rewritten,
+	fmt.Fprintf(&table, "\n| sessions | messages | restarts | agent calls | faults injected | lost | duplicated | escaped | unsettled | replay diverged (skipped) | rewritten after settling | crashes | panics | duration |\n")
+	fmt.Fprintf(&table, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&table, "| %d | %d | %d | %d | %d | %d | %d | %d | %d | %d (%d) | %d | %d | %d | %s |\n",
+		v.sessions, v.messages, restarted+1, calls, injected, v.lost, v.duplicated, v.escaped, v.unsettled, diverged, skipped, rewritten,
 		len(mgr.crashed()), mgr.panics(), time.Since(start).Round(time.Second))
 	fmt.Fprintf(&table, "\nfaults by kind: %v; calls by schema: %s; phases: %s\n", faults, schemas, phaseSummary(sessions))
 	t.Log(table.String())
