@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
@@ -15,20 +16,25 @@ import (
 // fuzzJourney has every feature the invariants are about: detours with a small stack,
 // a small context cap fed by accumulation and context updates, LLM intents, remote and
 // builtin decisions with approvals and escalation, External outcomes and JumpBack.
-func fuzzJourney(policy flowv1.ErrorRecovery) def {
-	review := choose("judge", "fix", "done", "booking")
-	review.Decision.Messaging = true
-	review.Decision.ConfidenceThresholds = &flowv1.ConfidenceThresholds{AutoAdvance: "0.8", RequireApproval: "0.5"}
-	review.Decision.Rules = []flowv1.DecisionRule{{When: `has(outputs.items) && size(outputs.items) > 3`, To: "fix", Action: flowv1.ActionJumpBack, Confidence: "0.9"}}
+func fuzzJourney(policy flowv1.ErrorRecovery, escalation bool) def {
+	judge := choose("judge", "review", "done", "fix", "booking")
+	judge.Decision.Messaging = true
+	judge.Decision.ConfidenceThresholds = &flowv1.ConfidenceThresholds{AutoAdvance: "0.8", RequireApproval: "0.5"}
+	rules := choose("", "fix", "done", "booking")
+	rules.Decision.Rules = []flowv1.DecisionRule{
+		{When: `has(outputs.items) && size(outputs.items) > 2`, To: "fix", Action: flowv1.ActionJumpBack, Confidence: "0.9"},
+		{When: `has(outputs.items) && size(outputs.items) == 1`, To: "done", Confidence: "0.85"},
+		{When: `has(outputs.items) && size(outputs.items) == 2`, To: "booking", Confidence: "0.3"},
+	}
 	return journeyOf("intake", map[string]*flowv1.PathwaySpec{
 		"intake": {Next: "booking", Accumulate: []string{"n"}, Builtin: &flowv1.BuiltinPathway{
 			Outputs: []flowv1.BuiltinOutput{{Name: "n", Expression: `size(message)`}},
 		}},
 		"booking": {Agents: []flowv1.Name{"gpt"}, Accumulate: []string{"items", "selected", "profile"},
-			Transitions: &flowv1.OutcomeTransitions{OnSuccess: str("review"), OnFailure: str("booking"), OnPartialSuccess: review}},
+			Transitions: &flowv1.OutcomeTransitions{OnSuccess: judge, OnFailure: str("booking"), OnPartialSuccess: rules}},
 		"faq":    {ReturnBehavior: &flowv1.ReturnBehavior{}, Builtin: &flowv1.BuiltinPathway{Complete: `session.pathwayTurns >= 1`}},
 		"help":   {ReturnBehavior: &flowv1.ReturnBehavior{PreserveContext: new(false)}, Agents: []flowv1.Name{"gpt"}, Accumulate: []string{"items"}},
-		"review": {Executor: flowv1.ExecutorExternal, Accumulate: []string{"items"}, Transitions: &flowv1.OutcomeTransitions{OnSuccess: review, OnFailure: &flowv1.OutcomeTransition{To: "booking", Action: flowv1.ActionJumpBack}, OnUnclear: review}},
+		"review": {Executor: flowv1.ExecutorExternal, Accumulate: []string{"items"}, Transitions: &flowv1.OutcomeTransitions{OnSuccess: judge, OnFailure: &flowv1.OutcomeTransition{To: "booking", Action: flowv1.ActionJumpBack}, OnUnclear: rules}},
 		"fix":    {RunOn: flowv1.RunOnEntry, Next: "review"},
 		"done":   {RunOn: flowv1.RunOnEntry},
 		"human":  {Builtin: &flowv1.BuiltinPathway{Complete: "false"}},
@@ -38,7 +44,9 @@ func fuzzJourney(policy flowv1.ErrorRecovery) def {
 			{Name: "judge", Provider: flowv1.ProviderOpenAI, Model: "m"},
 		}
 		j.IntentDetection = &flowv1.IntentDetection{Agent: "gpt"}
-		j.EscalationPathway = "human"
+		if escalation {
+			j.EscalationPathway = "human"
+		}
 		j.ErrorRecovery = policy
 		j.Limits = flowv1.Limits{MaxPathwayDepth: 2, MaxContextBytes: 1024, MaxTurns: 40, MaxHistory: 12, MaxIterations: 4}
 		j.Transitions = []flowv1.GlobalTransition{
@@ -47,12 +55,13 @@ func fuzzJourney(policy flowv1.ErrorRecovery) def {
 			{Name: "reject", From: "booking", To: "booking", Trigger: flowv1.Trigger{Intent: &flowv1.IntentTrigger{Patterns: []string{"another"}}},
 				ContextUpdate: []flowv1.ContextUpdate{{Field: "rejected", Op: flowv1.ContextAppend, From: "selected"}, {Field: "flag", Op: flowv1.ContextSet, Value: raw(`"x"`)}}},
 			{Name: "restart", To: "intake", Trigger: flowv1.Trigger{Condition: `message == "restart"`}},
+			{Name: "to-human", To: "human", Trigger: flowv1.Trigger{Condition: `message == "operator"`}},
 		}
 	})
 }
 
-var fuzzWords = []string{"hello", "what is this", "why", "I need help", "another one", "restart", "book it", "hmm", "tell me more about the process"}
-var fuzzPathways = []string{"review", "booking", "fix", "nowhere"}
+var fuzzWords = []string{"hello", "what is this", "why", "I need help", "another one", "restart", "book it", "hmm", "tell me more about the process", "operator"}
+var fuzzPathways = []string{"review", "booking", "fix", "done", "nowhere"}
 var fuzzResults = []flowv1.ResultType{flowv1.ResultSuccess, flowv1.ResultFailure, flowv1.ResultPartialSuccess, flowv1.ResultUnclear, ""}
 
 // fuzzOps interprets data as operations on a Session and checks the invariants after
@@ -62,7 +71,7 @@ func fuzzOps(t *testing.T, data []byte) {
 	if len(data) > 0 && data[0]&1 == 1 {
 		policy = flowv1.ErrorRecoveryFailFast
 	}
-	s := newSession(t, fuzzJourney(policy))
+	s := newSession(t, fuzzJourney(policy, len(data) > 0 && data[0]&2 == 2))
 	next := func() byte {
 		if len(data) == 0 {
 			return 0
@@ -80,7 +89,7 @@ func fuzzOps(t *testing.T, data []byte) {
 		conf := float64(next()%12) / 10 // 0 .. 1.1: out of range sometimes
 		switch e.Kind {
 		case flowv1.EffectClassifyIntent:
-			names := []string{"faq", "help", "reject", "none", "bogus"}
+			names := []string{"faq", "help", "reject", "bogus", "none", "none", "none", "none"}
 			return agent.IntentResponse{Intent: names[int(b)%len(names)], Confidence: conf}, nil
 		case flowv1.EffectDecide:
 			return agent.DecisionResponse{Destination: fuzzPathways[int(b)%len(fuzzPathways)], Confidence: conf,
@@ -94,7 +103,7 @@ func fuzzOps(t *testing.T, data []byte) {
 				Reply:      "ok",
 				Outputs:    map[string]any{"items": items, "selected": map[string]any{"id": int64(b % 3)}, "profile": map[string]any{"k": fmt.Sprint(b)}},
 				ResultType: fuzzResults[int(next())%len(fuzzResults)],
-				Complete:   b&4 == 0,
+				Complete:   b&7 != 0,
 			}, nil
 		}
 	}
@@ -114,7 +123,7 @@ func fuzzOps(t *testing.T, data []byte) {
 			b := next()
 			s.approve(id, b&1 == 0, []string{"", "fix", "done", "intake"}[int(b>>1)%4])
 		case 4:
-			s.now = s.now.Add(time.Duration(next()) * time.Minute)
+			s.now = s.now.Add(time.Duration(next()) * 10 * time.Second) // the 24h timeout takes about 70 of these
 		case 5:
 			s.spec.Suspend = next()%4 == 0
 		default:
@@ -123,12 +132,23 @@ func fuzzOps(t *testing.T, data []byte) {
 				s.perform(eff)
 			}
 			checkInvariants(t, s)
+			if hook != nil {
+				hook("phase:" + string(s.st.Phase))
+			}
 		}
 	}
 	s.spec.Suspend = false
 	s.settle()
 	checkInvariants(t, s)
+	if hook != nil {
+		hook(string(s.st.Phase) + "/" + s.stalled())
+		for _, h := range s.st.History {
+			hook(string(h.Action) + ":" + string(h.Source))
+		}
+	}
 }
+
+var hook func(string)
 
 func checkEffect(t *testing.T, s *session, eff *Effect) {
 	if len(eff.Agents) == 0 || eff.InputHash == "" {
@@ -201,6 +221,32 @@ func checkInvariants(t *testing.T, s *session) {
 	}
 	if st.Phase.IsTerminal() && st.CompletionTime == nil {
 		t.Fatalf("terminal phase without completionTime")
+	}
+}
+
+// TestRandomWalks runs the fuzz operations on pseudo-random inputs from fixed seeds,
+// and checks that they reach the interesting states, so the invariants are exercised
+// by every test run, not only when fuzzing.
+func TestRandomWalks(t *testing.T) {
+	seen := map[string]int{}
+	hook = func(s string) { seen[s]++ }
+	defer func() { hook = nil }()
+	for seed := range 60 {
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
+		data := make([]byte, 64+rng.IntN(300))
+		for i := range data {
+			data[i] = byte(rng.Uint32())
+		}
+		fuzzOps(t, data)
+	}
+	for _, want := range []string{
+		"Advance:Transition", "Advance:Agent", "Advance:Rule", "Advance:Approval", "Advance:Return", "Advance:Next",
+		"JumpBack:Rule", "Retry:Outcome", "Block:Cap", "phase:AwaitingApproval", "phase:Escalated", "Completed/", "phase:Failed",
+		"Running/LoopDetected", "WaitingForInput/",
+	} {
+		if seen[want] == 0 {
+			t.Errorf("no random walk reached %s: %v", want, seen)
+		}
 	}
 }
 

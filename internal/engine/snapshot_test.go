@@ -13,7 +13,7 @@ func TestValidate(t *testing.T) {
 	if issues := Validate(healthcare().j, healthcare().p); len(issues) != 0 {
 		t.Fatalf("the healthcare journey has issues: %v", issues)
 	}
-	for _, d := range []def{workflow(), planner(), qualityGate(), fuzzJourney(flowv1.ErrorRecoveryGraceful), bigJourney()} {
+	for _, d := range []def{workflow(), planner(), qualityGate(), fuzzJourney(flowv1.ErrorRecoveryGraceful, true), bigJourney()} {
 		if issues := Validate(d.j, d.p); len(issues) != 0 {
 			t.Fatalf("issues: %v", issues)
 		}
@@ -250,7 +250,7 @@ func TestContextHistoryIsBounded(t *testing.T) {
 }
 
 func TestDetourWithoutPreservingContext(t *testing.T) {
-	d := fuzzJourney(flowv1.ErrorRecoveryGraceful)
+	d := fuzzJourney(flowv1.ErrorRecoveryGraceful, true)
 	s := newSession(t, d)
 	s.answer = (&llm{
 		intent: func(intentReq) (intentResp, error) { return intentResp{Intent: "none", Confidence: 1}, nil },
