@@ -65,7 +65,7 @@ var registerOnce sync.Once
 // registerMetrics adds the journey_ metrics to controller-runtime's registry once.
 func registerMetrics(reader client.Reader) {
 	registerOnce.Do(func() {
-		metrics.Registry.MustRegister(stepsTotal, transitionsTotal, agentDuration, agentTokens, &sessionsCollector{
+		metrics.Registry.MustRegister(stepsTotal, transitionsTotal, agentDuration, agentTokens, eventsDropped, &sessionsCollector{
 			reader: reader,
 			desc:   prometheus.NewDesc("journey_sessions", "Sessions by phase.", []string{"phase"}, nil),
 		})

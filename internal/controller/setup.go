@@ -73,10 +73,14 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	sessionEvents := newEventWriter(mgr.GetClient(), mgr.GetScheme(), "session-controller")
+	if err := mgr.Add(sessionEvents); err != nil {
+		return err
+	}
 	return (&SessionReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
-		Recorder:                mgr.GetEventRecorder("session-controller"),
+		Recorder:                sessionEvents,
 		Agents:                  opts.Agents,
 		Advance:                 opts.Advance,
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
