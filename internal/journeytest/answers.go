@@ -73,13 +73,17 @@ type MissingAnswerError struct {
 	Effect string
 	Kind   flowv1.EffectKind
 	Given  int
-	// Journal says the answer was looked for in a live Session's journal.
-	Journal bool
+	// Journal says the answer was looked for in a live Session's journal; Complete that
+	// the journal holds every answer the Session was given.
+	Journal, Complete bool
 }
 
 func (e *MissingAnswerError) Error() string {
-	if e.Journal {
-		return fmt.Sprintf("the engine called an LLM agent (%s) and the Session no longer holds an answer to that question (status.pendingEffect keeps only the last one)", e.Effect)
+	switch {
+	case e.Journal && e.Complete:
+		return fmt.Sprintf("today's engine calls an LLM agent (%s) with a question the Session never asked: status.journal holds no answer with its kind and input hash", e.Effect)
+	case e.Journal:
+		return fmt.Sprintf("the engine called an LLM agent (%s) and the Session no longer holds an answer to that question (status.journal is empty or dropped its oldest answers)", e.Effect)
 	}
 	have := "it has none"
 	if e.Given > 0 {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,6 +30,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/agent/builtin"
 	"github.com/journeyops/journey-operator/internal/controller"
 	"github.com/journeyops/journey-operator/internal/testenv"
 )
@@ -68,7 +71,7 @@ func TestAgainstTheController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := controller.Setup(mgr, controller.Options{}); err != nil {
+	if err := controller.Setup(mgr, controller.Options{Agents: fakeLLM()}); err != nil {
 		t.Fatal(err)
 	}
 	mctx, cancel := context.WithCancel(ctx)
@@ -140,6 +143,74 @@ func TestAgainstTheController(t *testing.T) {
 			}
 		})
 	}
+
+	// An LLM journey: the controller journals every answer in status.journal, and the
+	// recorded test replays them.
+	t.Run("llm-answers", func(t *testing.T) {
+		c := load(t, filepath.Join("testdata", "llm-answers.yaml"))
+		for _, m := range c.Manifests {
+			u := &unstructured.Unstructured{}
+			if err := json.Unmarshal(m.Object, &u.Object); err != nil {
+				t.Fatal(err)
+			}
+			u.SetNamespace(ns.Name)
+			if err := k.Create(ctx, u); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Name: "broken-order", Namespace: ns.Name}, Spec: flowv1.SessionSpec{
+			JourneyRef: flowv1.JourneyReference{Name: c.Journey},
+			Messages:   []flowv1.Message{{ID: "m1", Text: c.Steps[0].Message.Text}, {ID: "m2", Text: c.Steps[1].Message.Text}},
+		}}
+		if err := k.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		key := client.ObjectKeyFromObject(s)
+		s = waitSettled(t, k, key)
+		if s.Status.Phase != flowv1.PhaseCompleted || len(s.Status.Journal) != 5 {
+			t.Fatalf("the Session ended %s with %d journaled answers", s.Status.Phase, len(s.Status.Journal))
+		}
+		l, err := Fetch(ctx, k, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep, err := Replay(l); err != nil || rep.Step != 0 || rep.Incomplete != nil {
+			t.Fatalf("replay: %v, step %d: %s; %v", err, rep.Step, rep.Detail, rep.Incomplete)
+		}
+		rc, notes, r := recordAndRun(t, l)
+		if len(notes) > 0 || r.Failed() {
+			raw, _ := Marshal(rc)
+			t.Fatalf("recorded test: notes %q, %s\n%s", notes, r.Error(), raw)
+		}
+	})
+}
+
+// fakeLLM answers for openai agents like the answers of testdata/llm-answers.yaml.
+func fakeLLM() controller.AgentFactory {
+	return controller.AgentFactoryFunc(func(_ context.Context, _ client.Reader, _ string, spec flowv1.AgentSpec) (agent.Agent, error) {
+		if spec.Provider != flowv1.ProviderOpenAI {
+			return builtin.New(spec), nil
+		}
+		return llm{}, nil
+	})
+}
+
+type llm struct{}
+
+func (llm) RunPathway(_ context.Context, req agent.PathwayRequest) (agent.PathwayResponse, error) {
+	if strings.Contains(req.Message, "broken") {
+		return agent.PathwayResponse{Reply: "Sorry to hear that! Can you send a photo of the damage?", Outputs: map[string]any{"problem": "broken on arrival"},
+			Usage: agent.Usage{PromptTokens: 120, CompletionTokens: 30}}, nil
+	}
+	return agent.PathwayResponse{Reply: "Great, I have closed the case.", ResultType: flowv1.ResultSuccess, Complete: true}, nil
+}
+
+func (llm) Decide(context.Context, agent.DecisionRequest) (agent.DecisionResponse, error) {
+	return agent.DecisionResponse{Destination: "done", Confidence: 0.92, Reasoning: "The customer confirmed the fix."}, nil
+}
+
+func (llm) ClassifyIntent(context.Context, agent.IntentRequest) (agent.IntentResponse, error) {
+	return agent.IntentResponse{Intent: agent.NoIntent, Confidence: 0.9}, nil
 }
 
 // waitSettled waits until the Session is no longer Pending or Running.

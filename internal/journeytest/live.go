@@ -43,33 +43,41 @@ func Fetch(ctx context.Context, c client.Reader, key types.NamespacedName) (*Liv
 	return &LiveSession{Session: s, Revision: name, Raw: rev.Data.Raw}, nil
 }
 
-// journal returns the agent answers the Session still holds. Today that is
-// status.pendingEffect only: the answer of the last LLM call, until the next step
-// applies it.
-func (l *LiveSession) journal() []flowv1.EffectRecord {
-	var out []flowv1.EffectRecord
-	if p := l.Session.Status.PendingEffect; p != nil {
-		out = append(out, *p)
+// journal returns the agent answers the Session holds: status.journal, oldest first,
+// and status.pendingEffect when a controller that keeps no journal wrote it. complete
+// says the journal holds every answer the Session was given.
+func (l *LiveSession) journal() (records []flowv1.EffectRecord, complete bool) {
+	st := &l.Session.Status
+	records = append(records, st.Journal...)
+	if p := st.PendingEffect; p != nil && (len(records) == 0 || records[len(records)-1].ID != p.ID) {
+		records = append(records, *p)
 	}
-	return out
+	return records, len(st.Journal) > 0 && st.JournalDropped == 0
 }
 
 // journalAnswers answers effects from journaled records with the same kind and input
-// hash, verbatim. used collects the records handed out, per step.
+// hash, verbatim, each record once, oldest first. used collects the records handed
+// out, per step.
 type journalAnswers struct {
-	records []flowv1.EffectRecord
-	step    int
-	used    map[int][]flowv1.EffectRecord
+	records  []flowv1.EffectRecord
+	taken    []bool
+	complete bool
+	step     int
+	used     map[int][]flowv1.EffectRecord
 }
 
 func (j *journalAnswers) answer(eff *engine.Effect) (reply, error) {
-	for _, r := range j.records {
-		if r.Kind == eff.Kind && r.InputHash == eff.InputHash {
+	if j.taken == nil {
+		j.taken = make([]bool, len(j.records))
+	}
+	for i, r := range j.records {
+		if !j.taken[i] && r.Kind == eff.Kind && r.InputHash == eff.InputHash {
+			j.taken[i] = true
 			j.used[j.step] = append(j.used[j.step], r)
 			return reply{record: r.DeepCopy()}, nil
 		}
 	}
-	return reply{}, &MissingAnswerError{Step: j.step, Effect: describeEffect(eff), Kind: eff.Kind, Journal: true}
+	return reply{}, &MissingAnswerError{Step: j.step, Effect: describeEffect(eff), Kind: eff.Kind, Journal: true, Complete: j.complete}
 }
 
 // simulation is a live Session's inputs run through today's engine offline.
@@ -107,7 +115,8 @@ func simulate(l *LiveSession) (*simulation, error) {
 	}
 	s := newSession(snap, sess.Name, string(sess.UID), start, spec)
 	sim := &simulation{live: l, data: &data, answers: map[int][]flowv1.EffectRecord{}}
-	ja := &journalAnswers{records: l.journal(), used: sim.answers}
+	records, complete := l.journal()
+	ja := &journalAnswers{records: records, complete: complete, used: sim.answers}
 
 	msgs, outs, apprs := sess.Spec.Messages, sess.Spec.Outcomes, sess.Spec.Approvals
 	next := func() (Step, bool) {

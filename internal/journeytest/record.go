@@ -42,6 +42,10 @@ func (sim *simulation) divergence() (int, string) {
 		return len(sim.results) - 1, why
 	}
 	if sim.stopped != nil {
+		var missing *MissingAnswerError
+		if errors.As(sim.stopped.Err, &missing) && missing.Complete {
+			return sim.stopped.Index - 1, missing.Error()
+		}
 		return -1, ""
 	}
 	if why := statusDivergence(&live, sim.status); why != "" {
@@ -86,12 +90,18 @@ func Record(l *LiveSession) (*Case, []string, error) {
 	}
 	if sim.stopped != nil {
 		var missing *MissingAnswerError
-		if errors.As(sim.stopped.Err, &missing) {
-			notes = append(notes, fmt.Sprintf("step %d calls an LLM agent (%s) whose answer the Session no longer holds (status.pendingEffect keeps only the last one): add it under steps[%d].answers",
+		switch {
+		case errors.As(sim.stopped.Err, &missing) && missing.Complete:
+			// Reported as the divergence.
+		case errors.As(sim.stopped.Err, &missing):
+			notes = append(notes, fmt.Sprintf("step %d calls an LLM agent (%s) whose answer the Session no longer holds (status.journal is empty or dropped its oldest answers): add it under steps[%d].answers",
 				sim.stopped.Index, missing.Effect, sim.stopped.Index-1))
-		} else {
+		default:
 			notes = append(notes, fmt.Sprintf("step %d could not run offline: %v", sim.stopped.Index, sim.stopped.Err))
 		}
+	}
+	if n := sess.Status.JournalDropped; n > 0 {
+		notes = append(notes, fmt.Sprintf("status.journal dropped the Session's %d oldest agent answers (limits.maxJournal)", n))
 	}
 	if h, _ := sim.history(); len(h) > len(sess.Status.History) && sim.stopped == nil {
 		notes = append(notes, fmt.Sprintf("the Session keeps its last %d transitions only; the first %d steps' transitions are what today's engine does", len(sess.Status.History), len(h)-len(sess.Status.History)))

@@ -39,12 +39,16 @@ func liveObjects(t *testing.T, c *Case) (*flowv1.Session, *appsv1.ControllerRevi
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := c.Session.Name
+	// The Session the test ran: its name and UID are what agents and CEL saw.
+	name, uid := c.Session.Name, c.Session.UID
 	if name == "" {
-		name = "s"
+		name = DefaultSessionName
+	}
+	if uid == "" {
+		uid = DefaultSessionUID
 	}
 	s := &flowv1.Session{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(DefaultStart)},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(uid), CreationTimestamp: metav1.NewTime(DefaultStart)},
 		Spec:       *r.Spec,
 		Status:     *r.Status,
 	}
@@ -196,14 +200,57 @@ func (a *answerLog) answer(eff *engine.Effect) (reply, error) {
 	return r, err
 }
 
-// TestRecordLLMSession: a Session keeps only its last journaled answer, so a recorded
-// LLM Session needs its other answers added; record and replay say where.
+// TestRecordLLMSession: the LLM answers come from status.journal; without it (a
+// controller that keeps only status.pendingEffect, or a journal that dropped its oldest
+// answers) record and replay say which step needs an answer.
 func TestRecordLLMSession(t *testing.T) {
 	c := load(t, filepath.Join("testdata", "llm-answers.yaml"))
 	s, rev := liveObjects(t, c)
+	if len(s.Status.Journal) != 5 {
+		t.Fatalf("the runner journals like the controller: want 5 answers in status.journal, got %d", len(s.Status.Journal))
+	}
 
-	t.Run("no journaled answer", func(t *testing.T) {
+	t.Run("journal", func(t *testing.T) {
 		l := fetch(t, s.DeepCopy(), rev.DeepCopy())
+		rc, notes, r := recordAndRun(t, l)
+		if len(notes) > 0 || r.Failed() {
+			t.Fatalf("notes %q: %s", notes, r.Error())
+		}
+		var kinds []string
+		for _, st := range rc.Steps {
+			for _, a := range st.Answers {
+				if a.InputHash == "" {
+					t.Errorf("a recorded answer has no input hash: %+v", a)
+				}
+				kinds = append(kinds, string(a.Kind))
+			}
+		}
+		if got := strings.Join(kinds, " "); got != "ClassifyIntent RunPathway ClassifyIntent RunPathway Decide" {
+			t.Fatalf("recorded answers: %s", got)
+		}
+		rep, err := Replay(l)
+		if err != nil || rep.Step != 0 || rep.Incomplete != nil {
+			t.Fatalf("replay: %v %d %s %v", err, rep.Step, rep.Detail, rep.Incomplete)
+		}
+	})
+
+	t.Run("a question the Session never asked", func(t *testing.T) {
+		changed := s.DeepCopy()
+		changed.Status.Journal[3].InputHash = strings.Repeat("0", 64) // the second RunPathway
+		rep, err := Replay(fetch(t, changed, rev.DeepCopy()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "today's engine calls an LLM agent (RunPathway of pathway help by agent writer) with a question the Session never asked"
+		if rep.Step != 3 || !strings.HasPrefix(rep.Detail, want) {
+			t.Fatalf("step %d: %s", rep.Step, rep.Detail)
+		}
+	})
+
+	t.Run("no journal", func(t *testing.T) {
+		old := s.DeepCopy()
+		old.Status.Journal, old.Status.JournalDropped = nil, 0
+		l := fetch(t, old, rev.DeepCopy())
 		_, notes, r := recordAndRun(t, l)
 		if len(notes) != 1 || !strings.Contains(notes[0], `step 2 calls an LLM agent (ClassifyIntent of "My order arrived broken." by agent classifier) whose answer the Session no longer holds`) {
 			t.Fatalf("notes: %q", notes)
@@ -218,6 +265,15 @@ func TestRecordLLMSession(t *testing.T) {
 		}
 		if rep.Step != 0 || rep.Incomplete == nil {
 			t.Fatalf("replay: step %d %s, incomplete %v", rep.Step, rep.Detail, rep.Incomplete)
+		}
+	})
+
+	t.Run("dropped answers", func(t *testing.T) {
+		old := s.DeepCopy()
+		old.Status.Journal, old.Status.JournalDropped = old.Status.Journal[2:], 2
+		_, notes, _ := recordAndRun(t, fetch(t, old, rev.DeepCopy()))
+		if len(notes) != 2 || !strings.Contains(notes[0], "step 2 calls an LLM agent (ClassifyIntent") || !strings.Contains(notes[1], "status.journal dropped the Session's 2 oldest agent answers") {
+			t.Fatalf("notes: %q", notes)
 		}
 	})
 

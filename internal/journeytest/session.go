@@ -104,6 +104,7 @@ func (s *session) settle(a answerer) (*progress, error) {
 				}
 				status.PendingEffect = eff.Record(s.uid, status.Step, r.resp, r.err)
 			}
+			appendJournal(status, status.PendingEffect, s.snap.Journey().Limits.MaxJournal)
 			setCondition(status, flowv1.ConditionAgentAvailable, metav1.ConditionTrue, flowv1.ReasonAgentReady, "The last agent call answered", s.now)
 		}
 		status.ObservedGeneration = s.generation
@@ -144,6 +145,23 @@ func (s *session) stall(reason, msg string) {
 	st.ObservedGeneration = s.generation
 	s.st = st
 	s.now = s.now.Add(time.Second)
+}
+
+// DefaultMaxJournal is how many agent answers status.journal keeps by default.
+const DefaultMaxJournal = 100
+
+// appendJournal is the Session controller's: it appends an answer to status.journal,
+// dropping the oldest past limits.maxJournal.
+func appendJournal(status *flowv1.SessionStatus, rec *flowv1.EffectRecord, limit *int32) {
+	n := DefaultMaxJournal
+	if limit != nil {
+		n = int(*limit)
+	}
+	status.Journal = append(status.Journal, *rec.DeepCopy())
+	if over := len(status.Journal) - n; over > 0 {
+		status.Journal = append([]flowv1.EffectRecord(nil), status.Journal[over:]...)
+		status.JournalDropped += int32(over)
+	}
 }
 
 // setCondition is the Session controller's.

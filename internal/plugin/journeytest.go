@@ -114,10 +114,9 @@ func newRecordCommand(o *Options) *cobra.Command {
 revision the Session is pinned to as inline manifests, its messages, outcomes and
 approvals as steps, and what the Session did as expectations.
 
-LLM answers are recorded from the Session's journal, which keeps only the last answer
-(status.pendingEffect): a step that needs an answer the Session no longer holds is
-reported on standard error, and the test needs it added before it can pass. Sessions
-with builtin agents only are recorded exactly.`,
+LLM answers are recorded from the Session's journal (status.journal, the last
+limits.maxJournal answers). A step that needs an answer the Session no longer holds is
+reported on standard error, and the test needs it added before it can pass.`,
 		Example: `  # Record a Session as a regression test
   kubectl journey record patient-12345 > config/samples/tests/patient-12345.yaml
   kubectl journey test config/samples/tests/patient-12345.yaml`,
@@ -155,9 +154,10 @@ it is pinned to, with the engine of this kubectl-journey, and report the first s
 where the engine does something else than the Session did (another transition, or
 another final status), or "No divergence".
 
-LLM answers come from the Session's journal, which keeps only the last one
-(status.pendingEffect): the replay stops at a step that needs an answer the Session no
-longer holds. The command exits non-zero on a divergence or an incomplete replay.`,
+LLM answers come from the Session's journal (status.journal), each used for the very
+question it answered: a question the Session never asked is a divergence. The replay
+stops at a step that needs an answer the journal no longer holds (it keeps the last
+limits.maxJournal). The command exits non-zero on a divergence or an incomplete replay.`,
 		Example: `  # Check that an engine upgrade does what a finished Session did
   kubectl journey replay patient-12345`,
 		Args: exactArgs(1, "SESSION"),
