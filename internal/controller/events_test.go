@@ -7,62 +7,70 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
 
-func TestEventWriterWritesEventsAndDropsOverflow(t *testing.T) {
+func TestTransitionsEmitEventsAndMetrics(t *testing.T) {
 	ns := newNamespace(t)
-	s := &flowv1.Session{}
-	s.Namespace, s.Name = ns, "ev"
-	s.Spec.JourneyRef.Name = "none"
-	create(t, s)
-
-	w := newEventWriter(k8sClient, scheme, "session-controller")
-	w.queue = make(chan *eventsv1.Event, 2)
-	dropped := droppedEvents(t)
-	w.Eventf(s, nil, "Normal", "Advance", "Step", "intake -> %s", "booking")
-	w.Eventf(s, nil, "Warning", "TurnFailed", "Step", "%s", strings.Repeat("é", 800)) // over the 1 kB note limit
-	w.Eventf(s, nil, "Normal", "Completed", "Step", "no room for this one")
-	if got := droppedEvents(t) - dropped; got != 1 {
-		t.Errorf("dropped %v Events with a full queue, want 1", got)
+	startManager(t, ns, Options{})
+	pathways := threeStepJourney(ns)
+	for _, p := range pathways {
+		create(t, p)
 	}
+	create(t, journeyOf(ns, "evented", pathways...), sessionOf(ns, "s", "evented"))
+	settled(t, ns, "s", func(s *flowv1.Session) error {
+		if s.Status.Phase != flowv1.PhaseCompleted {
+			return fmt.Errorf("phase %s", s.Status.Phase)
+		}
+		return nil
+	})
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Start(ctx) }()
-	defer func() { cancel(); <-done }()
+	// One Normal event per transition and one for the end; the Session is the subject.
 	eventually(t, 10*time.Second, func() error {
 		var list eventsv1.EventList
 		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 			return err
 		}
-		if len(list.Items) != 2 {
-			return fmt.Errorf("%d Events, want 2", len(list.Items))
-		}
+		reasons := map[string]int{}
 		for _, e := range list.Items {
-			if e.Regarding.Name != "ev" || e.Regarding.Kind != "Session" || e.ReportingController != "session-controller" || e.Action != "Step" || e.EventTime.IsZero() {
-				return fmt.Errorf("unexpected Event %+v", e)
+			if e.Regarding.Kind == "Session" && e.Regarding.Name == "s" {
+				reasons[e.Reason]++
+				if e.Type != "Normal" {
+					return fmt.Errorf("event %s is %s, want Normal on a happy path", e.Reason, e.Type)
+				}
 			}
-			if e.Reason == "Advance" && (e.Note != "intake -> booking" || e.Type != "Normal") {
-				return fmt.Errorf("Advance Event: %q %s", e.Note, e.Type)
-			}
-			if e.Reason == "TurnFailed" && (len(e.Note) > 1024 || !strings.HasSuffix(e.Note, "...")) {
-				return fmt.Errorf("long note kept %d bytes", len(e.Note))
-			}
+		}
+		if reasons["Advance"] != 2 || reasons["Completed"] != 1 {
+			return fmt.Errorf("event reasons %v: want 2 Advance and 1 Completed", reasons)
 		}
 		return nil
 	})
-}
 
-func droppedEvents(t *testing.T) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := eventsDropped.Write(&m); err != nil {
+	families, err := metrics.Registry.Gather()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return m.GetCounter().GetValue()
+	found := map[string]bool{}
+	for _, f := range families {
+		found[f.GetName()] = true
+		if !strings.HasPrefix(f.GetName(), "journey_") {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "session" || l.GetName() == "name" || l.GetName() == "namespace" {
+					t.Errorf("metric %s has a per-session label %s", f.GetName(), l.GetName())
+				}
+			}
+		}
+	}
+	for _, name := range []string{"journey_steps_total", "journey_transitions_total", "journey_sessions"} {
+		if !found[name] {
+			t.Errorf("metric %s not registered", name)
+		}
+	}
 }
