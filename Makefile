@@ -100,3 +100,18 @@ deploy: manifests ## Deploy the manager (image $(IMG)) with kustomize.
 .PHONY: undeploy
 undeploy: ## Remove the manager.
 	kubectl delete -k config/default --ignore-not-found
+
+##@ Scale and reliability
+
+# Sessions per bench run, comma-separated; 10,000 is opt-in: make bench BENCH_SESSIONS=10000
+BENCH_SESSIONS ?= 100,1000
+BENCH_ADVANCE ?= watch,requeue
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: envtest ## End-to-end bench on a local control plane: steps/s, turn latency, heap per Session (not in make test).
+	KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" $(GO) run ./test/bench -sessions $(BENCH_SESSIONS) -advance $(BENCH_ADVANCE) $(BENCH_FLAGS)
+
+.PHONY: test-reliability
+test-reliability: envtest ## Long reliability run: 500 Sessions, manager restarts every few seconds, 20% LLM faults, fuzzed input.
+	KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" RELIABILITY_FULL=1 $(GO) test -count=1 -timeout 60m -v ./test/reliability/
