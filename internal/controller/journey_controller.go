@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,7 +51,7 @@ type JourneyReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-func (r *JourneyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *JourneyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
 	logger := log.FromContext(ctx)
 	var j flowv1.Journey
 	if err := r.Get(ctx, req.NamespacedName, &j); err != nil {
@@ -61,8 +63,15 @@ func (r *JourneyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if equality.Semantic.DeepEqual(old, &j.Status) {
 			return
 		}
-		if err := r.Status().Update(ctx, &j); err != nil && !apierrors.IsConflict(err) {
-			logger.Error(err, "Failed to update Journey status")
+		uerr := r.Status().Update(ctx, &j)
+		switch {
+		case apierrors.IsConflict(uerr):
+			// We read a stale copy (often our own previous write not yet in the cache):
+			// try again on fresh data rather than leave an outdated status behind.
+			logger.V(4).Info("Journey status conflict, retrying", "journey", klog.KObj(&j))
+			result, err = ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
+		case uerr != nil && err == nil:
+			err = uerr
 		}
 	}()
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,7 +46,11 @@ func (r *PathwayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if equality.Semantic.DeepEqual(old, &p.Status) {
 		return ctrl.Result{}, nil
 	}
-	if err := r.Status().Update(ctx, &p); err != nil && !apierrors.IsConflict(err) {
+	if err := r.Status().Update(ctx, &p); err != nil {
+		if apierrors.IsConflict(err) {
+			// A stale read: try again on fresh data.
+			return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
+		}
 		log.FromContext(ctx).Error(err, "Failed to update Pathway status")
 		return ctrl.Result{}, err
 	}

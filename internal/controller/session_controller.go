@@ -245,10 +245,8 @@ func (r *SessionReconciler) writeStatus(ctx context.Context, s *flowv1.Session, 
 	}
 	patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	s.Status = *status
-	if err := r.Status().Patch(ctx, s, patch); err != nil && !apierrors.IsConflict(err) {
-		return err
-	}
-	return nil
+	// A conflict is returned too: the reconcile is retried on fresh data.
+	return r.Status().Patch(ctx, s, patch)
 }
 
 func (r *SessionReconciler) writeConditionOnly(ctx context.Context, s *flowv1.Session, st metav1.ConditionStatus, reason, msg string) error {
