@@ -125,8 +125,9 @@
 // JumpBack), maxTransitions, the retry limit, sessionTimeout and the budget (tokens or
 // cost, before a turn starts and before any remote call). Loop prevention blocks a
 // move that would complete more than maxCycleRepeats traversals of one cycle of
-// pathways within the last window moves (Advance and JumpBack between different
-// pathways; retries and self-transitions are not cycles). A block keeps the phase,
+// pathways within the last window Advance moves of the current iteration (retries and
+// self-transitions are not cycles; a JumpBack starts a new cycle on purpose and
+// maxIterations caps those). A block keeps the phase,
 // sets Stalled=True and Ready=False with the cap's reason, ends the turn with the
 // matching finishReason and a Policy failure, and records a Block entry in history.
 // It lasts until the Session is cancelled. Stalled conditions set by the controller

@@ -55,7 +55,9 @@ func (r *run) move(m move) bool {
 			return false
 		}
 	}
-	if m.to != from && m.action != flowv1.ActionRetry {
+	// A JumpBack starts a new cycle on purpose (seed 002 §5); maxIterations caps those,
+	// so loop prevention looks only within the current iteration.
+	if m.to != from && m.action != flowv1.ActionRetry && m.action != flowv1.ActionJumpBack {
 		if cycle, ok := loop(st.History, from, m.to, lim.window, lim.repeats); ok {
 			r.block(flowv1.ReasonLoopDetected, flowv1.FinishLoopDetected, &m,
 				fmt.Sprintf("oscillating cycle detected: %s", strings.Join(cycle, "→")))
@@ -154,14 +156,18 @@ func (r *run) record(from string, m move) {
 
 // loop reports whether moving from -> to would complete more than repeats traversals
 // of one cycle of pathways within the last window transitions (seed 004 oscillation),
-// and the cycle. Retries and moves within one pathway are not part of cycles.
+// and the cycle. Retries and moves within one pathway are not part of cycles, and a
+// cycle never spans a JumpBack: each iteration is a deliberate new cycle.
 func loop(history []flowv1.HistoryEntry, from, to string, window, repeats int) ([]string, bool) {
 	need := repeats + 1 // traversals that make a loop
 	// The moves that count, newest first: at most window-1 of them, plus this one.
 	var idx []int
 	for i := len(history) - 1; i >= 0 && len(idx) < window-1; i-- {
 		h := history[i]
-		if h.From != h.To && h.From != "" && h.To != "" && (h.Action == flowv1.ActionAdvance || h.Action == flowv1.ActionJumpBack) {
+		if h.Action == flowv1.ActionJumpBack {
+			break
+		}
+		if h.From != h.To && h.From != "" && h.To != "" && h.Action == flowv1.ActionAdvance {
 			idx = append(idx, i)
 		}
 	}

@@ -160,3 +160,29 @@ func TestWorkflowDetails(t *testing.T) {
 	s.settle()
 	s.expect(flowv1.PhaseWaitingForInput, "revise")
 }
+
+// Review failures keep starting new cycles until maxIterations, never LoopDetected:
+// each JumpBack is a deliberate new cycle, and loop prevention looks only within one.
+func TestReviewLoopStopsAtMaxIterations(t *testing.T) {
+	s := newSession(t, workflow())
+	s.settle()
+	s.post("plan", 1, flowv1.ResultSuccess, "")
+	s.settle()
+	s.post("generate", 1, flowv1.ResultSuccess, "")
+	s.settle()
+	for it := int32(1); it <= 5; it++ {
+		s.post("review", it, flowv1.ResultFailure, `{"findings":["again"]}`)
+		s.settle()
+		if it == 5 {
+			break
+		}
+		if s.st.CurrentPathway != "revise" || s.st.Iteration != it+1 || s.stalled() != "" {
+			t.Fatalf("after review %d failed: %s iteration %d stalled %q", it, s.st.CurrentPathway, s.st.Iteration, s.stalled())
+		}
+		s.post("revise", it+1, flowv1.ResultSuccess, "")
+		s.settle()
+	}
+	if s.stalled() != flowv1.ReasonIterationLimit || s.st.Iteration != 5 {
+		t.Fatalf("stalled %q at iteration %d, want IterationLimit at 5 (path %s)", s.stalled(), s.st.Iteration, s.path())
+	}
+}

@@ -76,8 +76,10 @@ func TestStateTransitions(t *testing.T) {
 			"collect-context>outline>outline>outline", flowv1.ReasonRetryLimit},
 		{"invalid fatal", `{"collect":"sufficient_context","outline_fatal":true}`, flowv1.PhaseWaitingForInput, "needs-clarification",
 			"collect-context>outline>needs-clarification", ""},
+		// Each low-confidence JumpBack is a new cycle: maxIterations (5) stops it, not loop
+		// prevention.
 		{"low confidence goes back", `{"collect":"sufficient_context","outline_low":true}`, flowv1.PhaseRunning, "outline",
-			"collect-context>outline>collect-context>outline>collect-context>outline", flowv1.ReasonLoopDetected},
+			"collect-context>outline>collect-context>outline>collect-context>outline>collect-context>outline>collect-context>outline", flowv1.ReasonIterationLimit},
 		{"fatal error aborts", `{"collect":"sufficient_context","outline_abort":true}`, flowv1.PhaseFailed, "outline", "collect-context>outline", ""},
 		{"infeasible schedule", `{"collect":"sufficient_context","outline_ok_at":2,"schedule":"failure"}`, flowv1.PhaseWaitingForInput, "needs-sched-escalation",
 			"collect-context>outline>roadmap>schedule>needs-sched-escalation", ""},
