@@ -53,7 +53,7 @@ func (r *run) route() *Effect {
 				continue
 			}
 			if act == nil {
-				act = activation(expr.Vars{Message: text, Context: r.context(), Session: builtin.SessionVars(r.sessionInfo(cur))})
+				act = (expr.Vars{Message: text, Context: r.context(), Session: builtin.SessionVars(r.sessionInfo(cur))}).Activation()
 				if t.Outputs != nil {
 					// The previous turn's outputs, decoded only if a condition reads them.
 					raw := t.Outputs
@@ -63,7 +63,7 @@ func (r *run) route() *Effect {
 					}})
 				}
 			}
-			fire, err := evalBool(string(gt.Trigger.Condition), act)
+			fire, err := expr.EvalBool(string(gt.Trigger.Condition), act)
 			if err != nil {
 				r.addFailure(flowv1.Failure{Source: flowv1.FailureSystem, Component: string(gt.Name), Kind: flowv1.FailureValidation, Message: err.Error()})
 				continue
@@ -507,10 +507,10 @@ func (r *run) decide(from, trName string, d *flowv1.Decision, rt flowv1.ResultTy
 	dc := decision{from: from, transition: trName, d: d, action: d.Action, failed: failed, outputs: outputs, id: decisionID(r.step)}
 	var act interpreter.Activation
 	if len(d.Rules) > 0 {
-		act = activation(expr.Vars{Outputs: outputs, Context: r.context(), Session: builtin.SessionVars(r.sessionInfo(from))})
+		act = (expr.Vars{Outputs: outputs, Context: r.context(), Session: builtin.SessionVars(r.sessionInfo(from))}).Activation()
 	}
 	for i, rule := range d.Rules {
-		ok, err := evalBool(string(rule.When), act)
+		ok, err := expr.EvalBool(string(rule.When), act)
 		if err != nil {
 			r.addFailure(flowv1.Failure{Source: flowv1.FailureSystem, Component: fmt.Sprintf("%s.%s.rules[%d]", from, trName, i), Kind: flowv1.FailureValidation, Message: err.Error()})
 			continue

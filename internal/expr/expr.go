@@ -11,6 +11,7 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/ext"
+	"github.com/google/cel-go/interpreter"
 )
 
 // Variables every expression may use. Unset ones are empty maps or strings.
@@ -88,20 +89,45 @@ type Vars struct {
 	Session map[string]any
 }
 
-func (v Vars) activation() map[string]any {
+// Activation binds the variables once, for several evaluations (the conditions of one
+// message, the rules of one decision, the outputs of one turn). Maps are read at each
+// access, so a later output sees the earlier ones added to Outputs.
+func (v Vars) Activation() interpreter.Activation {
 	orEmpty := func(m map[string]any) map[string]any {
 		if m == nil {
 			return map[string]any{}
 		}
 		return m
 	}
-	return map[string]any{
+	act, err := interpreter.NewActivation(map[string]any{
 		VarContext: orEmpty(v.Context),
 		VarMessage: v.Message,
 		VarInputs:  orEmpty(v.Inputs),
 		VarOutputs: orEmpty(v.Outputs),
 		VarSession: orEmpty(v.Session),
+	})
+	if err != nil {
+		panic(err) // a map always makes an activation
 	}
+	return act
+}
+
+// EvalBool evaluates a boolean expression against an activation, without converting
+// its result.
+func EvalBool(src string, act interpreter.Activation) (bool, error) {
+	prg, err := Compile(src)
+	if err != nil {
+		return false, err
+	}
+	out, _, err := prg.Eval(act)
+	if err != nil {
+		return false, fmt.Errorf("CEL %q: %w", src, err)
+	}
+	b, ok := out.Value().(bool)
+	if !ok {
+		return false, fmt.Errorf("CEL %q: want a bool, got %s", src, out.Type())
+	}
+	return b, nil
 }
 
 // Eval evaluates src and returns its value converted to plain Go (JSON-like) values.
@@ -110,7 +136,7 @@ func Eval(src string, vars Vars) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, _, err := prg.Eval(vars.activation())
+	out, _, err := prg.Eval(vars.Activation())
 	if err != nil {
 		return nil, fmt.Errorf("CEL %q: %w", src, err)
 	}

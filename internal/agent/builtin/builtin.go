@@ -125,7 +125,7 @@ func Run(req agent.PathwayRequest) (agent.PathwayResponse, error) {
 	}
 	outputs := make(map[string]any, len(spec.Outputs))
 	vars.Outputs = outputs
-	act := activation(vars)
+	act := vars.Activation()
 	for _, o := range spec.Outputs {
 		v, err := eval(string(o.Expression), act)
 		if err != nil {

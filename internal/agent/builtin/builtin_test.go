@@ -180,7 +180,7 @@ func TestNativeMatchesToNative(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		act := activation(vars)
+		act := vars.Activation()
 		out, _, err := prg.Eval(act)
 		if err != nil {
 			t.Fatal(err)

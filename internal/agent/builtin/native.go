@@ -87,25 +87,3 @@ func native(v ref.Val) (any, error) {
 	}
 	return expr.ToNative(v)
 }
-
-// activation binds the variables of one turn. outputs is read at each access, so
-// later outputs see earlier ones.
-func activation(v expr.Vars) interpreter.Activation {
-	orEmpty := func(m map[string]any) map[string]any {
-		if m == nil {
-			return map[string]any{}
-		}
-		return m
-	}
-	act, err := interpreter.NewActivation(map[string]any{
-		expr.VarContext: orEmpty(v.Context),
-		expr.VarMessage: v.Message,
-		expr.VarInputs:  orEmpty(v.Inputs),
-		expr.VarOutputs: orEmpty(v.Outputs),
-		expr.VarSession: orEmpty(v.Session),
-	})
-	if err != nil {
-		panic(err) // a map always makes an activation
-	}
-	return act
-}
