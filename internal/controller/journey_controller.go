@@ -102,7 +102,7 @@ func (r *JourneyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	name := revisionName(j.Name, raw)
+	name := RevisionName(j.Name, raw)
 	if err := r.ensureRevision(ctx, &j, name, raw); err != nil {
 		return ctrl.Result{}, err
 	}

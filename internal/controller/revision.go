@@ -28,8 +28,8 @@ type RevisionData struct {
 // LabelJourney marks the ControllerRevisions of a Journey.
 const LabelJourney = "flow.journey.dev/journey"
 
-// revisionName is <journey>-<content hash>: the same content always has the same name.
-func revisionName(journey string, raw []byte) string {
+// RevisionName is <journey>-<content hash>: the same content always has the same name.
+func RevisionName(journey string, raw []byte) string {
 	sum := sha256.Sum256(raw)
 	name := journey
 	if len(name) > 52 {

@@ -143,8 +143,8 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		// An answer, or an Invalid one that the engine turns into an unclear decision or
 		// no intent: journaled before the next step acts on it.
 		status.PendingEffect = effect.Record(string(s.UID), status.Step, resp, err)
-		journal(status, status.PendingEffect, snap.Journey().Limits.MaxJournal)
-		setCondition(status, flowv1.ConditionAgentAvailable, metav1.ConditionTrue, flowv1.ReasonAgentReady, "The last agent call answered", now)
+		AppendJournal(status, status.PendingEffect, snap.Journey().Limits.MaxJournal)
+		SetCondition(status, flowv1.ConditionAgentAvailable, metav1.ConditionTrue, flowv1.ReasonAgentReady, "The last agent call answered", now)
 	}
 	status.ObservedGeneration = s.Generation
 
@@ -179,12 +179,13 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	return ctrl.Result{}, nil
 }
 
-// defaultMaxJournal is how many agent answers status.journal keeps by default.
-const defaultMaxJournal = 100
+// DefaultMaxJournal is how many agent answers status.journal keeps by default.
+const DefaultMaxJournal = 100
 
-// journal appends an answer to status.journal, dropping the oldest past the limit.
-func journal(status *flowv1.SessionStatus, rec *flowv1.EffectRecord, limit *int32) {
-	n := defaultMaxJournal
+// AppendJournal appends an answer to status.journal, dropping the oldest past the limit
+// (limits.maxJournal, nil for the default).
+func AppendJournal(status *flowv1.SessionStatus, rec *flowv1.EffectRecord, limit *int32) {
+	n := DefaultMaxJournal
 	if limit != nil {
 		n = int(*limit)
 	}
@@ -226,7 +227,8 @@ func (r *SessionReconciler) expire(ctx context.Context, s *flowv1.Session, now t
 	return ctrl.Result{}, client.IgnoreNotFound(r.Delete(ctx, s, client.Preconditions{UID: &s.UID}))
 }
 
-func setCondition(status *flowv1.SessionStatus, typ string, st metav1.ConditionStatus, reason, msg string, now time.Time) {
+// SetCondition sets a Session condition at now, its message capped for status.
+func SetCondition(status *flowv1.SessionStatus, typ string, st metav1.ConditionStatus, reason, msg string, now time.Time) {
 	if len(msg) > 1024 {
 		msg = msg[:1024]
 	}
@@ -257,7 +259,7 @@ func (r *SessionReconciler) writeConditionOnly(ctx context.Context, s *flowv1.Se
 		if c := apimeta.FindStatusCondition(status.Conditions, flowv1.ConditionReady); c != nil && c.Reason == reason && c.Message == msg {
 			return
 		}
-		setCondition(status, flowv1.ConditionReady, st, reason, msg, r.Clock.Now())
+		SetCondition(status, flowv1.ConditionReady, st, reason, msg, r.Clock.Now())
 	})
 }
 
@@ -266,7 +268,7 @@ func (r *SessionReconciler) writeAgentCondition(ctx context.Context, s *flowv1.S
 		if c := apimeta.FindStatusCondition(status.Conditions, flowv1.ConditionAgentAvailable); c != nil && c.Status == st && c.Reason == reason {
 			return
 		}
-		setCondition(status, flowv1.ConditionAgentAvailable, st, reason, msg, r.Clock.Now())
+		SetCondition(status, flowv1.ConditionAgentAvailable, st, reason, msg, r.Clock.Now())
 	})
 }
 
@@ -274,8 +276,8 @@ func (r *SessionReconciler) writeStalled(ctx context.Context, s *flowv1.Session,
 	now := r.Clock.Now()
 	r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, reason, "Stall", "%s", msg)
 	return r.writeStatus(ctx, s, func(status *flowv1.SessionStatus) {
-		setCondition(status, flowv1.ConditionStalled, metav1.ConditionTrue, reason, msg, now)
-		setCondition(status, flowv1.ConditionReady, metav1.ConditionFalse, reason, msg, now)
+		SetCondition(status, flowv1.ConditionStalled, metav1.ConditionTrue, reason, msg, now)
+		SetCondition(status, flowv1.ConditionReady, metav1.ConditionFalse, reason, msg, now)
 		apimeta.RemoveStatusCondition(&status.Conditions, flowv1.ConditionReconciling)
 	})
 }

@@ -3,8 +3,6 @@ package journeytest
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -204,14 +202,7 @@ func CompileRaw(name string, raw []byte) (*engine.Snapshot, error) {
 
 // RevisionName is the name the Journey controller gives a revision of journey with
 // data raw: <journey>-<content hash>.
-func RevisionName(journey string, raw []byte) string {
-	sum := sha256.Sum256(raw)
-	name := journey
-	if len(name) > 52 {
-		name = name[:52]
-	}
-	return name + "-" + hex.EncodeToString(sum[:])[:10]
-}
+var RevisionName = controller.RevisionName
 
 // Pathway returns the resolved spec of the pathway with local name name, for tests that
 // change a journey in memory before they run it.

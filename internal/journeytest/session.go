@@ -11,6 +11,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/controller"
 	"github.com/journeyops/journey-operator/internal/engine"
 )
 
@@ -104,8 +105,8 @@ func (s *session) settle(a answerer) (*progress, error) {
 				}
 				status.PendingEffect = eff.Record(s.uid, status.Step, r.resp, r.err)
 			}
-			appendJournal(status, status.PendingEffect, s.snap.Journey().Limits.MaxJournal)
-			setCondition(status, flowv1.ConditionAgentAvailable, metav1.ConditionTrue, flowv1.ReasonAgentReady, "The last agent call answered", s.now)
+			controller.AppendJournal(status, status.PendingEffect, s.snap.Journey().Limits.MaxJournal)
+			controller.SetCondition(status, flowv1.ConditionAgentAvailable, metav1.ConditionTrue, flowv1.ReasonAgentReady, "The last agent call answered", s.now)
 		}
 		status.ObservedGeneration = s.generation
 		if equality.Semantic.DeepEqual(s.st, status) {
@@ -139,39 +140,12 @@ func finishedReply(old, cur *flowv1.SessionStatus) (string, bool) {
 // stall is what the controller writes when an agent fails terminally.
 func (s *session) stall(reason, msg string) {
 	st := s.st.DeepCopy()
-	setCondition(st, flowv1.ConditionStalled, metav1.ConditionTrue, reason, msg, s.now)
-	setCondition(st, flowv1.ConditionReady, metav1.ConditionFalse, reason, msg, s.now)
+	controller.SetCondition(st, flowv1.ConditionStalled, metav1.ConditionTrue, reason, msg, s.now)
+	controller.SetCondition(st, flowv1.ConditionReady, metav1.ConditionFalse, reason, msg, s.now)
 	apimeta.RemoveStatusCondition(&st.Conditions, flowv1.ConditionReconciling)
 	st.ObservedGeneration = s.generation
 	s.st = st
 	s.now = s.now.Add(time.Second)
-}
-
-// DefaultMaxJournal is how many agent answers status.journal keeps by default.
-const DefaultMaxJournal = 100
-
-// appendJournal is the Session controller's: it appends an answer to status.journal,
-// dropping the oldest past limits.maxJournal.
-func appendJournal(status *flowv1.SessionStatus, rec *flowv1.EffectRecord, limit *int32) {
-	n := DefaultMaxJournal
-	if limit != nil {
-		n = int(*limit)
-	}
-	status.Journal = append(status.Journal, *rec.DeepCopy())
-	if over := len(status.Journal) - n; over > 0 {
-		status.Journal = append([]flowv1.EffectRecord(nil), status.Journal[over:]...)
-		status.JournalDropped += int32(over)
-	}
-}
-
-// setCondition is the Session controller's.
-func setCondition(status *flowv1.SessionStatus, typ string, st metav1.ConditionStatus, reason, msg string, now time.Time) {
-	if len(msg) > 1024 {
-		msg = msg[:1024]
-	}
-	apimeta.SetStatusCondition(&status.Conditions, metav1.Condition{
-		Type: typ, Status: st, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(now),
-	})
 }
 
 // send appends a step's input to the Session spec, as kubectl journey say, outcome and
