@@ -134,11 +134,15 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 				return ctrl.Result{}, err
 			}
 		case agent.Terminal:
+			// Retrying at once cannot help (a refused key, an unknown model), but a person
+			// can fix it without touching the Session (the Secret, the endpoint), and we
+			// do not watch Secrets: so try again slowly.
 			stepsTotal.WithLabelValues(journey, "error").Inc()
-			if werr := r.writeStalled(ctx, &s, flowv1.ReasonAgentTerminalError, err.Error()); werr != nil {
+			msg := fmt.Sprintf("%v (retried every %s, or at the next change to the Session)", err, terminalRetry)
+			if werr := r.writeStalled(ctx, &s, flowv1.ReasonAgentTerminalError, msg); werr != nil {
 				return ctrl.Result{}, werr
 			}
-			return ctrl.Result{}, reconcile.TerminalError(err)
+			return ctrl.Result{RequeueAfter: terminalRetry}, nil
 		}
 		// An answer, or an Invalid one that the engine turns into an unclear decision or
 		// no intent: journaled before the next step acts on it.
@@ -178,6 +182,9 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	return ctrl.Result{}, nil
 }
+
+// terminalRetry is how often a Session stalled by a terminal agent error tries again.
+const terminalRetry = 5 * time.Minute
 
 // DefaultMaxJournal is how many agent answers status.journal keeps by default.
 const DefaultMaxJournal = 100
