@@ -46,6 +46,13 @@ const (
 	AdvanceRequeue AdvanceMode = "requeue"
 )
 
+// DefaultMaxConcurrentReconciles is how many Sessions are stepped in parallel by
+// default. A step that calls a remote agent holds its worker for the whole call, so
+// the workers bound the agent calls in flight: with 4 workers and a 200 ms model the
+// bench made 39 steps/s, with 32 it made 95 (the API server's limit on that machine).
+// Builtin steps gain nothing from more workers and lose nothing either.
+const DefaultMaxConcurrentReconciles = 32
+
 // SessionReconciler runs one engine step per reconcile, performs at most one agent
 // call, journals its answer in status and writes status at most once.
 type SessionReconciler struct {
@@ -58,7 +65,7 @@ type SessionReconciler struct {
 	Clock  clock.PassiveClock
 	// Advance is how Running Sessions get their next step (default watch).
 	Advance AdvanceMode
-	// MaxConcurrentReconciles bounds parallel steps (default 4).
+	// MaxConcurrentReconciles bounds parallel steps (default DefaultMaxConcurrentReconciles).
 	MaxConcurrentReconciles int
 	// Shard, when set, limits the reconciler to the Sessions whose labels match it.
 	Shard labels.Selector
@@ -368,7 +375,7 @@ func (r *SessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Advance = AdvanceWatch
 	}
 	if r.MaxConcurrentReconciles == 0 {
-		r.MaxConcurrentReconciles = 4
+		r.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
 	}
 	if r.Agents == nil {
 		r.Agents = DefaultAgents()
