@@ -8,9 +8,10 @@
 //	go run ./test/bench -h                      # every knob
 //
 // For each size and mode it starts a fresh control plane and:
-//  1. has a plain client patch the status of n Sessions 6 times each, with as many
-//     workers as the manager has (and with 4x as many): the physical limit of one write
-//     per step on this API server;
+//  1. has a plain client write, for up to 500 Sessions, the statuses the pure engine
+//     produces for the sample's conversation, step by step, as the operator writes
+//     them (merge patch, resourceVersion precondition), with as many workers as the
+//     manager has and with 4x as many: the physical limit of one write per step;
 //  2. starts a manager configured like cmd/manager (client QPS and burst, workers, cache
 //     options) in the same process;
 //  3. creates n Sessions of the healthcare-referral sample, each with its whole
@@ -23,7 +24,11 @@
 //     same manager before it had any Session.
 //
 // Turn latency runs from just before the message is sent to the moment the manager's
-// informer sees a status whose processedMessages covers it.
+// informer sees a status whose processedMessages covers it. CPU time per plain write
+// and per operator step is read from /proc for the kube-apiserver, etcd and this
+// process, which is steadier than rates on a shared machine. -llm-latency makes the
+// intent classifier a remote agent that answers after a delay; -cpuprofile,
+// -memprofile and -apiserver-profile write profiles.
 package main
 
 import (
@@ -36,6 +41,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap/zapcore"
@@ -65,6 +71,9 @@ type options struct {
 	sample         string
 	jsonOut        string
 	cpuProfile     string
+	memProfile     string
+	apiProfile     string
+	llmLatency     time.Duration
 }
 
 func main() {
@@ -76,18 +85,24 @@ func main() {
 	var sizes, modes string
 	flag.StringVar(&sizes, "sessions", env("BENCH_SESSIONS", "100,1000"), "Comma-separated numbers of Sessions, one run each ($BENCH_SESSIONS).")
 	flag.StringVar(&modes, "advance", env("BENCH_ADVANCE", "watch,requeue"), "Comma-separated advance modes to compare ($BENCH_ADVANCE).")
-	flag.IntVar(&opts.concurrency, "max-concurrent-reconciles", envInt("BENCH_CONCURRENCY", 4), "Manager workers, as the manager flag ($BENCH_CONCURRENCY).")
-	flag.Float64Var(&opts.qps, "kube-api-qps", envFloat("BENCH_QPS", 50), "Manager client QPS, as the manager flag ($BENCH_QPS).")
-	flag.IntVar(&opts.burst, "kube-api-burst", envInt("BENCH_BURST", 100), "Manager client burst, as the manager flag ($BENCH_BURST).")
+	flag.IntVar(&opts.concurrency, "max-concurrent-reconciles", envInt("BENCH_CONCURRENCY", controller.DefaultMaxConcurrentReconciles), "Manager workers, as the manager flag ($BENCH_CONCURRENCY).")
+	flag.Float64Var(&opts.qps, "kube-api-qps", envFloat("BENCH_QPS", 200), "Manager client QPS, as the manager flag ($BENCH_QPS).")
+	flag.IntVar(&opts.burst, "kube-api-burst", envInt("BENCH_BURST", 400), "Manager client burst, as the manager flag ($BENCH_BURST).")
 	flag.BoolVar(&opts.strip, "strip-managed-fields", env("BENCH_STRIP", "true") == "true", "Drop managedFields in the manager's cache, as cmd/manager does ($BENCH_STRIP).")
-	flag.Float64Var(&opts.load, "load", 0.5, "Loaded latency: offered messages per second as a fraction of the measured step rate.")
+	flag.Float64Var(&opts.load, "load", 0.25, "Loaded latency: offered messages per second as a fraction of the measured step rate (each message costs a user write, a step write and about one Event).")
 	flag.IntVar(&opts.loadedMessages, "loaded-messages", 1000, "Loaded latency: messages to send (5 per conversation).")
 	flag.IntVar(&opts.idleSessions, "idle-sessions", 10, "Idle latency: conversations sent one message at a time.")
 	flag.DurationVar(&opts.timeout, "timeout", 20*time.Minute, "Longest wait for any phase of a run.")
 	flag.StringVar(&opts.sample, "sample", "healthcare-referral", "Sample of config/samples to run.")
 	flag.StringVar(&opts.jsonOut, "json", "", "Also write the results as JSON to this file.")
 	flag.StringVar(&opts.cpuProfile, "cpuprofile", "", "Write a CPU profile of each throughput phase to <file>-<sessions>-<advance>.")
+	flag.StringVar(&opts.memProfile, "memprofile", "", "Write a heap profile, taken when the heap is measured, to <file>-<sessions>-<advance>.")
+	flag.StringVar(&opts.apiProfile, "apiserver-profile", "", "Write 15-second CPU profiles of the kube-apiserver, during the plain client and the throughput phase, to <file>-<phase>-<sessions>-<advance>.")
+	flag.DurationVar(&opts.llmLatency, "llm-latency", 0, "Make the journey's intent classifier a remote (openai) agent answering after this long, e.g. 200ms (0: all builtin).")
 	flag.Parse()
+	if opts.memProfile != "" {
+		runtime.MemProfileRate = 4096
+	}
 	var err error
 	if opts.sizes, err = parseInts(sizes); err != nil {
 		fatal(err)
@@ -104,7 +119,7 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
 	var results []*result
@@ -129,12 +144,12 @@ func main() {
 func report(w *os.File, opts *options, results []*result) {
 	fmt.Fprintf(w, "\nMachine: %d CPUs, %s %s/%s. Manager: %d workers, client QPS %g burst %d, managedFields dropped: %v.\n\n",
 		runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, opts.concurrency, opts.qps, opts.burst, opts.strip)
-	fmt.Fprintln(w, "| sessions | advance | plain client patches/s (workers) | operator steps/s | ratio | idle turn p50 / p99 | loaded turn p50 / p99 (msg/s) | heap/session | events/step | load avg |")
+	fmt.Fprintln(w, "| sessions | advance | plain client patches/s (workers) | operator steps/s | ratio | idle turn p50 / p99 | loaded turn p50 / p99 (msg/s) | heap/session | events / reconciles / conflicts per step | load avg |")
 	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range results {
-		fmt.Fprintf(w, "| %d | %s | %.0f (%d) / %.0f (%d) | %.0f | %.2f | %.1f / %.1f ms | %.1f / %.1f ms (%.0f) | %.1f KiB | %.2f | %s |\n",
+		fmt.Fprintf(w, "| %d | %s | %.0f (%d) / %.0f (%d) | %.0f | %.2f | %.1f / %.1f ms | %.1f / %.1f ms (%.0f) | %.1f KiB | %.2f / %.2f / %.2f | %s |\n",
 			r.Sessions, r.Advance, r.PlainRate, r.Concurrency, r.PlainRateWide, r.PlainWide, r.StepRate, r.ratio(),
-			r.IdleP50, r.IdleP99, r.LoadedP50, r.LoadedP99, r.LoadedRate, r.HeapPerSession/1024, r.EventsPerStep, r.Load)
+			r.IdleP50, r.IdleP99, r.LoadedP50, r.LoadedP99, r.LoadedRate, r.HeapPerSession/1024, r.EventsPerStep, r.ReconcilesPer, r.ConflictsPer, r.Load)
 	}
 }
 

@@ -3,14 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/engine"
 )
 
 // createSessions creates sessions with workers in parallel and returns the rate.
@@ -22,43 +23,70 @@ func createSessions(ctx context.Context, c client.Client, workers int, sessions 
 	return float64(len(sessions)) / time.Since(start).Seconds(), err
 }
 
-// plainStatusRate measures how fast a plain client, with workers in parallel, can patch
-// the status of n Sessions writes times each: the same kind of write a step makes (a
-// merge patch with the resourceVersion precondition, a few conditions and a turn), with
-// no cache, no engine and no events. It is the physical limit of one write per step.
-func plainStatusRate(ctx context.Context, c client.Client, namespace string, n, writes, workers int) (float64, error) {
+// statuses runs the sample's conversation through the pure engine and returns the
+// status after each step that changed it: exactly what the operator writes.
+func statuses(smp *sample) ([]flowv1.SessionStatus, error) {
+	pathways := map[string]*flowv1.PathwaySpec{}
+	byName := map[string]*flowv1.PathwaySpec{}
+	for _, p := range smp.pathways {
+		byName[p.Name] = &p.Spec
+	}
+	for _, e := range smp.journey.Spec.Pathways {
+		if p, ok := byName[e.PathwayRef]; ok {
+			pathways[string(e.Name)] = p
+		}
+	}
+	snap, err := engine.NewSnapshot(smp.journey.Name+"-bench", &smp.journey.Spec, pathways)
+	if err != nil {
+		return nil, err
+	}
+	var out []flowv1.SessionStatus
+	st := &flowv1.SessionStatus{}
+	now := time.Now()
+	for range 1000 {
+		next, eff := engine.Step(snap, engine.Input{Spec: &smp.session.Spec, Status: st, Now: now, SessionName: "plain", SessionUID: "plain", CreationTime: now})
+		if eff != nil {
+			return nil, fmt.Errorf("the sample asks for a remote agent; the plain baseline needs a builtin journey")
+		}
+		if equality.Semantic.DeepEqual(next, st) {
+			break
+		}
+		out = append(out, *next)
+		st = next
+	}
+	return out, nil
+}
+
+// plainWrites is how many status writes one Session of the sample takes.
+func plainWrites(smp *sample) int {
+	steps, _ := statuses(smp)
+	return len(steps)
+}
+
+// plainStatusRate measures how fast a plain client, with workers in parallel, can make
+// the status writes of n Sessions of the sample: the statuses the engine produces
+// step by step, each written as the operator writes it (a merge patch from the
+// previous status with the resourceVersion precondition), with no cache, no engine
+// and no events. It is the physical limit of one write per step on this API server.
+func plainStatusRate(ctx context.Context, c client.Client, smp *sample, namespace string, n, workers int) (float64, error) {
+	steps, err := statuses(smp)
+	if err != nil {
+		return 0, err
+	}
 	sessions := make([]*flowv1.Session, n)
 	for i := range sessions {
-		sessions[i] = &flowv1.Session{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("plain-%05d", i)},
-			Spec: flowv1.SessionSpec{
-				JourneyRef: flowv1.JourneyReference{Name: "none"},
-				Messages:   []flowv1.Message{{ID: "m1", Text: "Hi, I need to book an appointment with a cardiologist."}},
-			},
-		}
+		sessions[i] = &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("plain-%05d", i)}}
+		sessions[i].Spec = *smp.session.Spec.DeepCopy()
 	}
 	if _, err := createSessions(ctx, c, 16, sessions); err != nil {
 		return 0, err
 	}
-	reply := strings.Repeat("A reply of a realistic length. ", 8)
 	start := time.Now()
-	err := parallel(workers, n, func(i int) error {
+	err = parallel(workers, n, func(i int) error {
 		s := sessions[i]
-		for w := 1; w <= writes; w++ {
+		for k := range steps {
 			patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
-			now := metav1.Now()
-			s.Status.Step = int64(w)
-			s.Status.Phase = flowv1.PhaseRunning
-			s.Status.CurrentPathway = fmt.Sprintf("pathway-%d", w)
-			s.Status.ProcessedMessages = 1
-			s.Status.Conditions = []metav1.Condition{
-				{Type: flowv1.ConditionReady, Status: metav1.ConditionTrue, Reason: flowv1.ReasonProgressing, Message: fmt.Sprintf("Working in pathway pathway-%d", w), LastTransitionTime: now},
-				{Type: flowv1.ConditionReconciling, Status: metav1.ConditionTrue, Reason: flowv1.ReasonProgressing, Message: fmt.Sprintf("Working in pathway pathway-%d", w), LastTransitionTime: now},
-			}
-			s.Status.LastTurn = &flowv1.TurnOutcome{Trigger: flowv1.TurnMessage, MessageID: "m1", Pathway: s.Status.CurrentPathway,
-				FinishReason: flowv1.FinishSuccess, AssistantText: reply, ResultType: flowv1.ResultSuccess, Complete: true}
-			s.Status.History = append(s.Status.History, flowv1.HistoryEntry{Time: now, Step: int64(w), From: fmt.Sprintf("pathway-%d", w-1),
-				To: s.Status.CurrentPathway, Action: flowv1.ActionAdvance, Source: flowv1.SourceNext, Transition: "next", Iteration: 1})
+			s.Status = *steps[k].DeepCopy()
 			if err := c.Status().Patch(ctx, s, patch); err != nil {
 				return err
 			}
@@ -68,7 +96,7 @@ func plainStatusRate(ctx context.Context, c client.Client, namespace string, n, 
 	if err != nil {
 		return 0, err
 	}
-	return float64(n*writes) / time.Since(start).Seconds(), nil
+	return float64(n*len(steps)) / time.Since(start).Seconds(), nil
 }
 
 // parallel runs fn(0..n-1) on workers goroutines and returns the first error.

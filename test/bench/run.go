@@ -13,12 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -35,24 +37,30 @@ type result struct {
 	Burst       int     `json:"burst"`
 	StripFields bool    `json:"stripManagedFields"`
 
-	CreateRate     float64 `json:"createPerSecond"`
-	PlainRate      float64 `json:"plainStatusPatchesPerSecond"`
-	PlainRateWide  float64 `json:"plainStatusPatchesPerSecondWide"`
-	PlainWide      int     `json:"plainWideWorkers"`
-	Steps          int64   `json:"steps"`
-	StepSeconds    float64 `json:"stepSeconds"`
-	StepRate       float64 `json:"stepsPerSecond"`
-	IdleP50        float64 `json:"idleP50ms"`
-	IdleP99        float64 `json:"idleP99ms"`
-	IdleCount      int     `json:"idleMessages"`
-	LoadedRate     float64 `json:"loadedMessagesPerSecond"`
-	LoadedP50      float64 `json:"loadedP50ms"`
-	LoadedP99      float64 `json:"loadedP99ms"`
-	LoadedCount    int     `json:"loadedMessages"`
-	EventsPerStep  float64 `json:"eventsPerStep"`
-	Load           string  `json:"loadAverage"`
-	CachedSessions int     `json:"cachedSessions"`
-	HeapPerSession float64 `json:"heapBytesPerSession"`
+	CreateRate    float64 `json:"createPerSecond"`
+	PlainRate     float64 `json:"plainStatusPatchesPerSecond"`
+	PlainRateWide float64 `json:"plainStatusPatchesPerSecondWide"`
+	PlainWide     int     `json:"plainWideWorkers"`
+	Steps         int64   `json:"steps"`
+	StepSeconds   float64 `json:"stepSeconds"`
+	StepRate      float64 `json:"stepsPerSecond"`
+	IdleP50       float64 `json:"idleP50ms"`
+	IdleP99       float64 `json:"idleP99ms"`
+	IdleCount     int     `json:"idleMessages"`
+	LoadedRate    float64 `json:"loadedMessagesPerSecond"`
+	LoadedP50     float64 `json:"loadedP50ms"`
+	LoadedP99     float64 `json:"loadedP99ms"`
+	LoadedCount   int     `json:"loadedMessages"`
+	EventsPerStep float64 `json:"eventsPerStep"`
+	ReconcilesPer float64 `json:"reconcilesPerStep"`
+	// CPU milliseconds per write of the plain client and per step of the operator, by
+	// process (apiserver, etcd, manager: this process).
+	PlainCPU       map[string]float64 `json:"plainCPUmsPerWrite"`
+	StepCPU        map[string]float64 `json:"stepCPUmsPerStep"`
+	ConflictsPer   float64            `json:"conflictsPerStep"`
+	Load           string             `json:"loadAverage"`
+	CachedSessions int                `json:"cachedSessions"`
+	HeapPerSession float64            `json:"heapBytesPerSession"`
 }
 
 func (r *result) ratio() float64 {
@@ -89,9 +97,16 @@ func runOne(ctx context.Context, opts *options, smp *sample, n int, mode control
 		}
 	}
 
-	// 1. The physical limit: a plain client patching the status of n Sessions.
-	writes := 6
-	res.PlainRate, err = plainStatusRate(ctx, c, "plain", n, writes, opts.concurrency)
+	// 1. The physical limit: a plain client writing the statuses of the sample's steps
+	// (for at most 500 Sessions: the rate is per write).
+	plainN := min(n, 500)
+	cpu0 := readCPU()
+	stopAPIProfile := apiserverProfile(ctx, env.Config, opts.apiProfile, fmt.Sprintf("plain-%d-%s", n, mode))
+	res.PlainRate, err = plainStatusRate(ctx, c, smp, "plain", plainN, opts.concurrency)
+	stopAPIProfile()
+	if w := float64(plainN * plainWrites(smp)); w > 0 {
+		res.PlainCPU = perUnit(readCPU().sub(cpu0), w)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("plain client: %w", err)
 	}
@@ -99,7 +114,7 @@ func runOne(ctx context.Context, opts *options, smp *sample, n int, mode control
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "plain-wide"}}); err != nil {
 		return nil, err
 	}
-	res.PlainRateWide, err = plainStatusRate(ctx, c, "plain-wide", n, writes, res.PlainWide)
+	res.PlainRateWide, err = plainStatusRate(ctx, c, smp, "plain-wide", plainN, res.PlainWide)
 	if err != nil {
 		return nil, fmt.Errorf("plain client: %w", err)
 	}
@@ -151,6 +166,14 @@ func runOne(ctx context.Context, opts *options, smp *sample, n int, mode control
 			return nil, err
 		}
 	}
+	if opts.llmLatency > 0 {
+		srv := slowLLM(opts.llmLatency)
+		defer srv.Close()
+		smp = smp.withJourney(func(j *flowv1.Journey) bool { return remoteClassifier(j, srv.URL+"/v1") })
+		if smp == nil {
+			return nil, fmt.Errorf("the sample's journey has no intent classifier to make remote")
+		}
+	}
 	heap0 := heapAlloc()
 
 	// 3. Throughput: n Sessions, each with its whole conversation, wait for a Journey that
@@ -158,7 +181,8 @@ func runOne(ctx context.Context, opts *options, smp *sample, n int, mode control
 	conversation := smp.session.Spec.Messages
 	burst := make([]*flowv1.Session, n)
 	for i := range burst {
-		burst[i] = newSession(smp, fmt.Sprintf("burst-%05d", i), conversation)
+		name := fmt.Sprintf("burst-%05d", i)
+		burst[i] = newSession(smp, name, personal(conversation, name, opts.llmLatency > 0))
 	}
 	res.CreateRate, err = createSessions(ctx, c, 16, burst)
 	if err != nil {
@@ -173,6 +197,8 @@ func runOne(ctx context.Context, opts *options, smp *sample, n int, mode control
 	}
 	j := smp.journey.DeepCopy()
 	j.Namespace, j.ResourceVersion = benchNamespace, ""
+	before, cpuBefore := gather(), readCPU()
+	stopAPIProfile = apiserverProfile(ctx, env.Config, opts.apiProfile, fmt.Sprintf("operator-%d-%s", n, mode))
 	stopProfile, err := startProfile(opts.cpuProfile, n, mode)
 	if err != nil {
 		return nil, err
@@ -186,16 +212,22 @@ func runOne(ctx context.Context, opts *options, smp *sample, n int, mode control
 	}
 	res.StepSeconds = time.Since(t0).Seconds()
 	stopProfile()
+	stopAPIProfile()
 	if bad := tr.count("burst-", func(t *tracked) bool { return t.phase != flowv1.PhaseCompleted }); bad > 0 {
 		return nil, fmt.Errorf("%d sessions ended but did not complete: %s", bad, tr.phases("burst-"))
 	}
 	res.Steps = tr.steps("burst-")
 	res.StepRate = float64(res.Steps) / res.StepSeconds
-	if events, err := countEvents(ctx, c); err == nil && res.Steps > 0 {
-		res.EventsPerStep = float64(events) / float64(res.Steps)
-	}
 	res.Load = loadAverage()
-	logf("operator: %d steps in %.1fs = %.0f steps/s (%.2fx the plain client), %.2f events per step, load average %s", res.Steps, res.StepSeconds, res.StepRate, res.ratio(), res.EventsPerStep, res.Load)
+	after := gather()
+	if res.Steps > 0 {
+		res.StepCPU = perUnit(readCPU().sub(cpuBefore), float64(res.Steps))
+		res.ReconcilesPer = (after["reconciles"] - before["reconciles"]) / float64(res.Steps)
+		res.ConflictsPer = (after["conflicts"] - before["conflicts"]) / float64(res.Steps)
+	}
+	logf("CPU ms per plain write %v, per operator step %v", res.PlainCPU, res.StepCPU)
+	logf("operator: %d steps in %.1fs = %.0f steps/s (%.2fx the plain client), %.2f reconciles and %.2f conflicts per step, load average %s",
+		res.Steps, res.StepSeconds, res.StepRate, res.ratio(), res.ReconcilesPer, res.ConflictsPer, res.Load)
 
 	// 4. Turn latency with nothing else going on: one message at a time.
 	for i := range opts.idleSessions {
@@ -226,6 +258,11 @@ func runOne(ctx context.Context, opts *options, smp *sample, n int, mode control
 		return nil, err
 	}
 
+	// Events are written asynchronously: count the burst's at the end.
+	if events, err := countEvents(ctx, c, "burst-"); err == nil && res.Steps > 0 {
+		res.EventsPerStep = float64(events) / float64(res.Steps)
+	}
+
 	// 6. Heap per Session: everything the harness holds is dropped first.
 	var list flowv1.SessionList
 	if err := mgr.GetCache().List(ctx, &list, client.InNamespace(benchNamespace)); err != nil {
@@ -235,20 +272,59 @@ func runOne(ctx context.Context, opts *options, smp *sample, n int, mode control
 	list = flowv1.SessionList{}
 	tr.release()
 	heap1 := heapAlloc()
+	if opts.memProfile != "" {
+		if err := writeHeapProfile(fmt.Sprintf("%s-%d-%s", opts.memProfile, n, mode)); err != nil {
+			return nil, err
+		}
+	}
 	res.HeapPerSession = float64(int64(heap1)-int64(heap0)) / float64(res.CachedSessions)
 	logf("manager heap: %.1f KiB per session (%d sessions cached)", res.HeapPerSession/1024, res.CachedSessions)
 	return res, nil
 }
 
-// countEvents counts the Events in the bench namespace (the burst's, when called
-// right after it), reading metadata only.
-func countEvents(ctx context.Context, c client.Client) (int, error) {
+// gather reads the manager's metrics: Session reconciles and status conflicts.
+func gather() map[string]float64 {
+	out := map[string]float64{}
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		return out
+	}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			switch f.GetName() {
+			case "controller_runtime_reconcile_total":
+				if labels["controller"] == "session" {
+					out["reconciles"] += m.GetCounter().GetValue()
+				}
+			case "rest_client_requests_total":
+				if labels["code"] == "409" {
+					out["conflicts"] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
+// countEvents counts the Events about Sessions whose name starts with prefix (Events
+// are named <object>.<timestamp>), reading metadata only.
+func countEvents(ctx context.Context, c client.Client, prefix string) (int, error) {
 	var list metav1.PartialObjectMetadataList
 	list.SetGroupVersionKind(eventsv1.SchemeGroupVersion.WithKind("EventList"))
 	if err := c.List(ctx, &list, client.InNamespace(benchNamespace)); err != nil {
 		return 0, err
 	}
-	return len(list.Items), nil
+	n := 0
+	for _, e := range list.Items {
+		if strings.HasPrefix(e.Name, prefix) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // loadAverage is the 1-minute load average of the machine, to show how busy it was.
@@ -280,6 +356,67 @@ func startProfile(path string, n int, mode controller.AdvanceMode) (func(), erro
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("heap").WriteTo(f, 0)
+}
+
+// apiserverProfile starts a 15-second CPU profile of the kube-apiserver
+// (/debug/pprof/profile) and returns a function that waits for it and writes it to
+// <path>-<name>. It does nothing without a path.
+func apiserverProfile(ctx context.Context, cfg *rest.Config, path, name string) func() {
+	if path == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rc, err := rest.UnversionedRESTClientFor(withCodec(cfg))
+		if err != nil {
+			logf("apiserver profile: %v", err)
+			return
+		}
+		raw, err := rc.Get().AbsPath("/debug/pprof/profile").Param("seconds", "15").Timeout(30 * time.Second).DoRaw(ctx)
+		if err != nil {
+			logf("apiserver profile: %v", err)
+			return
+		}
+		_ = os.WriteFile(path+"-"+name, raw, 0o644)
+	}()
+	return func() { <-done }
+}
+
+func withCodec(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	return c
+}
+
+func perUnit(c cpuTimes, units float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range c {
+		out[k] = float64(int(v/units*1e5)) / 100 // ms, two decimals
+	}
+	return out
+}
+
+// personal makes the messages of a Session its own when a remote agent answers them,
+// so the intent cache does not answer for it.
+func personal(msgs []flowv1.Message, name string, on bool) []flowv1.Message {
+	if !on {
+		return msgs
+	}
+	out := make([]flowv1.Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = flowv1.Message{ID: m.ID, Text: m.Text + " (" + name + ")"}
+	}
+	return out
 }
 
 func waiting(t *tracked) bool { return t.phase == flowv1.PhaseWaitingForInput }
