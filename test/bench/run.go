@@ -61,6 +61,7 @@ type result struct {
 	Load           string             `json:"loadAverage"`
 	CachedSessions int                `json:"cachedSessions"`
 	HeapPerSession float64            `json:"heapBytesPerSession"`
+	HeapBase       float64            `json:"heapBytesWithoutSessions"`
 }
 
 func (r *result) ratio() float64 {
@@ -278,7 +279,8 @@ func runOne(ctx context.Context, opts *options, smp *sample, n int, mode control
 		}
 	}
 	res.HeapPerSession = float64(int64(heap1)-int64(heap0)) / float64(res.CachedSessions)
-	logf("manager heap: %.1f KiB per session (%d sessions cached)", res.HeapPerSession/1024, res.CachedSessions)
+	res.HeapBase = float64(heap0)
+	logf("manager heap: %.1f KiB per session (%d sessions cached) over %.1f MiB without Sessions", res.HeapPerSession/1024, res.CachedSessions, res.HeapBase/(1<<20))
 	return res, nil
 }
 
