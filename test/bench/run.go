@@ -52,6 +52,7 @@ type result struct {
 	LoadedP99     float64 `json:"loadedP99ms"`
 	LoadedCount   int     `json:"loadedMessages"`
 	EventsPerStep float64 `json:"eventsPerStep"`
+	EventsDropped float64 `json:"eventsDroppedInBurst"`
 	ReconcilesPer float64 `json:"reconcilesPerStep"`
 	// CPU milliseconds per write of the plain client and per step of the operator, by
 	// process (apiserver, etcd, manager: this process).
@@ -225,6 +226,7 @@ func runOne(ctx context.Context, opts *options, smp *sample, n int, mode control
 		res.StepCPU = perUnit(readCPU().sub(cpuBefore), float64(res.Steps))
 		res.ReconcilesPer = (after["reconciles"] - before["reconciles"]) / float64(res.Steps)
 		res.ConflictsPer = (after["conflicts"] - before["conflicts"]) / float64(res.Steps)
+		res.EventsDropped = after["eventsDropped"] - before["eventsDropped"]
 	}
 	logf("CPU ms per plain write %v, per operator step %v", res.PlainCPU, res.StepCPU)
 	logf("operator: %d steps in %.1fs = %.0f steps/s (%.2fx the plain client), %.2f reconciles and %.2f conflicts per step, load average %s",
@@ -302,6 +304,8 @@ func gather() map[string]float64 {
 				if labels["controller"] == "session" {
 					out["reconciles"] += m.GetCounter().GetValue()
 				}
+			case "journey_events_dropped_total":
+				out["eventsDropped"] += m.GetCounter().GetValue()
 			case "rest_client_requests_total":
 				if labels["code"] == "409" {
 					out["conflicts"] += m.GetCounter().GetValue()
