@@ -27,12 +27,17 @@ var eventsDropped = prometheus.NewCounter(prometheus.CounterOpts{
 // eventQueue is how many Events may wait to be written.
 const eventQueue = 4096
 
+// eventWait is how long a step waits for room in a full queue before it drops its Event.
+const eventWait = time.Second
+
 // eventWriter is the Session controller's events.k8s.io recorder. client-go's event
 // broadcaster keeps every Event it sent in memory for six minutes to fold repeats into
 // a series; a Session's Events (one per transition) almost never repeat, so on a busy
 // manager that cache held more memory than the Sessions themselves. eventWriter writes
-// each Event once, from a bounded queue, and drops (and counts) what does not fit, as
-// the broadcaster does when its own queue is full.
+// each Event once, from a bounded queue. When the queue is full the step that emits
+// waits for room (so Sessions slow down to what the API server takes, rather than
+// lose Events), up to eventWait; past that the Event is dropped and counted, as the
+// broadcaster drops when its own queue is full.
 type eventWriter struct {
 	client     client.Client
 	scheme     *runtime.Scheme
@@ -40,6 +45,7 @@ type eventWriter struct {
 	instance   string
 	queue      chan *eventsv1.Event
 	workers    int
+	wait       time.Duration
 }
 
 var _ events.EventRecorder = (*eventWriter)(nil)
@@ -51,10 +57,10 @@ func newEventWriter(c client.Client, scheme *runtime.Scheme, controller string) 
 		instance = instance[:128]
 	}
 	return &eventWriter{client: c, scheme: scheme, controller: controller, instance: instance,
-		queue: make(chan *eventsv1.Event, eventQueue), workers: 4}
+		queue: make(chan *eventsv1.Event, eventQueue), workers: 4, wait: eventWait}
 }
 
-// Eventf queues an Event about regarding; it never blocks.
+// Eventf queues an Event about regarding, waiting up to w.wait for room.
 func (w *eventWriter) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	ref, err := reference.GetReference(w.scheme, regarding)
 	if err != nil {
@@ -85,7 +91,14 @@ func (w *eventWriter) Eventf(regarding, related runtime.Object, eventtype, reaso
 	}
 	select {
 	case w.queue <- e:
+		return
 	default:
+	}
+	t := time.NewTimer(w.wait)
+	defer t.Stop()
+	select {
+	case w.queue <- e:
+	case <-t.C:
 		eventsDropped.Inc()
 	}
 }
