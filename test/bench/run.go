@@ -47,6 +47,7 @@ type result struct {
 	IdleP50       float64 `json:"idleP50ms"`
 	IdleP99       float64 `json:"idleP99ms"`
 	IdleCount     int     `json:"idleMessages"`
+	IdleConflicts float64 `json:"idleConflicts"`
 	LoadedRate    float64 `json:"loadedMessagesPerSecond"`
 	LoadedP50     float64 `json:"loadedP50ms"`
 	LoadedP99     float64 `json:"loadedP99ms"`
@@ -233,6 +234,7 @@ func runOne(ctx context.Context, opts *options, smp *sample, n int, mode control
 		res.Steps, res.StepSeconds, res.StepRate, res.ratio(), res.ReconcilesPer, res.ConflictsPer, res.Load)
 
 	// 4. Turn latency with nothing else going on: one message at a time.
+	idleBefore := gather()
 	for i := range opts.idleSessions {
 		name := fmt.Sprintf("idle-%03d", i)
 		if err := c.Create(ctx, newSession(smp, name, nil)); err != nil {
@@ -250,10 +252,11 @@ func runOne(ctx context.Context, opts *options, smp *sample, n int, mode control
 			}
 		}
 	}
+	res.IdleConflicts = gather()["conflicts"] - idleBefore["conflicts"]
 	idle := tr.latencies("idle-")
 	res.IdleCount = len(idle)
 	res.IdleP50, res.IdleP99 = ms(percentile(idle, 0.5)), ms(percentile(idle, 0.99))
-	logf("idle turn latency: p50 %.1fms p99 %.1fms over %d messages", res.IdleP50, res.IdleP99, res.IdleCount)
+	logf("idle turn latency: p50 %.1fms p99 %.1fms over %d messages, %.0f write conflicts", res.IdleP50, res.IdleP99, res.IdleCount, res.IdleConflicts)
 
 	// 5. Turn latency under load: conversations paced at a fraction of the measured step
 	// rate, each user sending the next message once the last one is processed.
