@@ -57,7 +57,7 @@ func newEventWriter(c client.Client, scheme *runtime.Scheme, controller string) 
 		instance = instance[:128]
 	}
 	return &eventWriter{client: c, scheme: scheme, controller: controller, instance: instance,
-		queue: make(chan *eventsv1.Event, eventQueue), workers: 4, wait: eventWait}
+		queue: make(chan *eventsv1.Event, eventQueue), workers: 16, wait: eventWait}
 }
 
 // Eventf queues an Event about regarding, waiting up to w.wait for room.
