@@ -183,7 +183,9 @@ func (t *tracker) waitFor(prefix string, want int, timeout time.Duration, what s
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s: %d of %d after %s (%s)", what, n, want, timeout, t.phases(prefix))
 		}
-		time.Sleep(10 * time.Millisecond)
+		// Each poll scans every Session under the lock the informer's handler needs:
+		// poll less often when there are many.
+		time.Sleep(10*time.Millisecond + time.Duration(want/100)*time.Millisecond)
 	}
 }
 
