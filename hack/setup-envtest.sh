@@ -28,6 +28,13 @@ if [[ -x "$cache/kube-apiserver" && -x "$cache/etcd" ]]; then
 fi
 
 mkdir -p "$cache"
+# Concurrent runs (parallel test packages, several clones) wait for one build.
+exec 9>"$cache/.lock"
+flock 9
+if [[ -x "$cache/kube-apiserver" && -x "$cache/etcd" ]]; then
+  link_bin
+  exit 0
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
