@@ -2,31 +2,27 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/engine"
+	"github.com/journeyops/journey-operator/internal/revision"
 )
 
 // indexPathwayRef indexes Journeys by the Pathway objects they reference.
@@ -51,33 +47,18 @@ type JourneyReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-func (r *JourneyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
-	logger := log.FromContext(ctx)
-	var j flowv1.Journey
-	if err := r.Get(ctx, req.NamespacedName, &j); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	old := j.Status.DeepCopy()
-	defer func() {
-		j.Status.ObservedGeneration = j.Generation
-		if equality.Semantic.DeepEqual(old, &j.Status) {
-			return
-		}
-		uerr := r.Status().Update(ctx, &j)
-		switch {
-		case apierrors.IsConflict(uerr):
-			// We read a stale copy (often our own previous write not yet in the cache):
-			// try again on fresh data rather than leave an outdated status behind.
-			logger.V(4).Info("Journey status conflict, retrying", "journey", klog.KObj(&j))
-			result, err = ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
-		case uerr != nil && err == nil:
-			err = uerr
-		}
-	}()
+func (r *JourneyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return reconcileStatus(ctx, r.Client, req, &flowv1.Journey{},
+		func(j *flowv1.Journey) *flowv1.JourneyStatus { return &j.Status }, r.reconcile)
+}
 
-	pathways, missing, err := r.resolve(ctx, &j)
+// reconcile resolves and validates the Journey, snapshots a valid one, and says so in
+// its status.
+func (r *JourneyReconciler) reconcile(ctx context.Context, j *flowv1.Journey) outcome {
+	j.Status.ObservedGeneration = j.Generation
+	pathways, missing, err := r.resolve(ctx, j)
 	if err != nil {
-		return ctrl.Result{}, err
+		return failed(err)
 	}
 	issues := missing
 	if len(missing) == 0 {
@@ -93,26 +74,25 @@ func (r *JourneyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (re
 			issues = issues[:64]
 		}
 		j.Status.Issues = issues
-		r.setReady(&j, metav1.ConditionFalse, reason, strings.Join(issues, "; "))
+		r.setReady(j, metav1.ConditionFalse, reason, strings.Join(issues, "; "))
 		// A missing Pathway is fixed by creating it: the Pathway watch wakes us.
-		return ctrl.Result{}, nil
+		return outcome{}
 	}
 
-	raw, err := json.Marshal(RevisionData{Journey: j.Spec, Pathways: pathways})
+	raw, name, err := revision.Encode(j.Name, &revision.Data{Journey: j.Spec, Pathways: pathways})
 	if err != nil {
-		return ctrl.Result{}, err
+		return failed(err)
 	}
-	name := RevisionName(j.Name, raw)
-	if err := r.ensureRevision(ctx, &j, name, raw); err != nil {
-		return ctrl.Result{}, err
+	if err := r.ensureRevision(ctx, j, name, raw); err != nil {
+		return failed(err)
 	}
 	if j.Status.CurrentRevision != name {
-		r.Recorder.Eventf(&j, nil, "Normal", "RevisionCreated", "Snapshot", "Sessions now start on revision %s", name)
+		r.Recorder.Eventf(j, nil, "Normal", "RevisionCreated", "Snapshot", "Sessions now start on revision %s", name)
 	}
 	j.Status.CurrentRevision = name
 	j.Status.Issues = nil
-	r.setReady(&j, metav1.ConditionTrue, flowv1.ReasonValid, fmt.Sprintf("%d pathways resolved; revision %s", len(pathways), name))
-	return ctrl.Result{}, nil
+	r.setReady(j, metav1.ConditionTrue, flowv1.ReasonValid, fmt.Sprintf("%d pathways resolved; revision %s", len(pathways), name))
+	return outcome{}
 }
 
 // resolve fetches the Pathway objects of the Journey, by local name. It lists the
@@ -148,7 +128,7 @@ func (r *JourneyReconciler) ensureRevision(ctx context.Context, j *flowv1.Journe
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      name,
 			Namespace: j.Namespace,
-			Labels:    map[string]string{LabelJourney: j.Name},
+			Labels:    map[string]string{revision.LabelJourney: j.Name},
 		},
 		Data:     runtime.RawExtension{Raw: raw},
 		Revision: j.Generation,

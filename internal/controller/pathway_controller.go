@@ -4,16 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -30,11 +26,12 @@ type PathwayReconciler struct {
 // +kubebuilder:rbac:groups=flow.journey.dev,resources=pathways/status,verbs=get;update;patch
 
 func (r *PathwayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var p flowv1.Pathway
-	if err := r.Get(ctx, req.NamespacedName, &p); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	old := p.Status.DeepCopy()
+	return reconcileStatus(ctx, r.Client, req, &flowv1.Pathway{},
+		func(p *flowv1.Pathway) *flowv1.PathwayStatus { return &p.Status }, r.reconcile)
+}
+
+// reconcile says in the Pathway's Ready condition whether its expressions compile.
+func (r *PathwayReconciler) reconcile(_ context.Context, p *flowv1.Pathway) outcome {
 	issues := PathwayIssues(&p.Spec)
 	cond := metav1.Condition{Type: flowv1.ConditionReady, Status: metav1.ConditionTrue, Reason: flowv1.ReasonValid,
 		Message: "All expressions compile", ObservedGeneration: p.Generation}
@@ -43,18 +40,7 @@ func (r *PathwayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	apimeta.SetStatusCondition(&p.Status.Conditions, cond)
 	p.Status.ObservedGeneration = p.Generation
-	if equality.Semantic.DeepEqual(old, &p.Status) {
-		return ctrl.Result{}, nil
-	}
-	if err := r.Status().Update(ctx, &p); err != nil {
-		if apierrors.IsConflict(err) {
-			// A stale read: try again on fresh data.
-			return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
-		}
-		log.FromContext(ctx).Error(err, "Failed to update Pathway status")
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{}, nil
+	return outcome{}
 }
 
 // PathwayIssues lists the CEL expressions of a Pathway that do not compile.

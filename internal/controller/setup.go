@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/revision"
 )
 
 // Options configure the controllers.
@@ -38,7 +39,7 @@ const DefaultLeaderElectionID = "journey-operator.flow.journey.dev"
 // once per step they are a large share of the object).
 func CacheOptions(shard labels.Selector) cache.Options {
 	journeyRevisions := labels.NewSelector()
-	if req, err := labels.NewRequirement(LabelJourney, selection.Exists, nil); err == nil {
+	if req, err := labels.NewRequirement(revision.LabelJourney, selection.Exists, nil); err == nil {
 		journeyRevisions = journeyRevisions.Add(*req)
 	}
 	opts := cache.Options{

@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/revision"
 )
 
 // entryPathway returns a Pathway that runs as soon as it is entered (no message needed) and
@@ -90,7 +91,7 @@ func TestSessionCompletesThroughEntryPathways(t *testing.T) {
 	}
 
 	// A finished Session reconciled again is left alone: no write, same resourceVersion.
-	r := &SessionReconciler{Client: k8sClient, APIReader: k8sClient, Recorder: &events.FakeRecorder{}, Clock: clock.RealClock{}, Agents: DefaultAgents(), snapshots: newSnapshotCache(4)}
+	r := &SessionReconciler{Client: k8sClient, APIReader: k8sClient, Recorder: &events.FakeRecorder{}, Clock: clock.RealClock{}, Agents: DefaultAgents(), snapshots: revision.NewCache(4)}
 	rv := s.ResourceVersion
 	for range 2 {
 		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: clientKey(ns, "s1")}); err != nil {

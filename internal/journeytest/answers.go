@@ -10,16 +10,8 @@ import (
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
 	"github.com/journeyops/journey-operator/internal/engine"
+	protocol "github.com/journeyops/journey-operator/internal/session"
 )
-
-// pathwayAnswer is a PathwayResponse whose complete defaults to true.
-type pathwayAnswer struct {
-	Reply      string            `json:"reply,omitempty"`
-	Outputs    map[string]any    `json:"outputs,omitempty"`
-	ResultType flowv1.ResultType `json:"resultType,omitempty"`
-	Complete   *bool             `json:"complete,omitempty"`
-	Usage      agent.Usage       `json:"usage,omitzero"`
-}
 
 // response decodes the answer into what the agent returns: a response, or an error.
 func (a *Answer) response() (reply, error) {
@@ -39,31 +31,15 @@ func (a *Answer) response() (reply, error) {
 	if a.Answer == nil {
 		return reply{}, errors.New("no answer")
 	}
-	switch a.Kind {
-	case flowv1.EffectRunPathway:
-		var p pathwayAnswer
-		if err := strictJSON(a.Answer, &p); err != nil {
-			return reply{}, fmt.Errorf("a RunPathway answer has reply, outputs, resultType, complete and usage: %w", err)
-		}
-		r := agent.PathwayResponse{Reply: p.Reply, Outputs: p.Outputs, ResultType: p.ResultType, Complete: true, Usage: p.Usage}
-		if p.Complete != nil {
-			r.Complete = *p.Complete
-		}
-		return reply{resp: r}, nil
-	case flowv1.EffectDecide:
-		var d agent.DecisionResponse
-		if err := strictJSON(a.Answer, &d); err != nil {
-			return reply{}, fmt.Errorf("a Decide answer has destination, confidence (a number), reasoning and usage: %w", err)
-		}
-		return reply{resp: d}, nil
-	case flowv1.EffectClassifyIntent:
-		var i agent.IntentResponse
-		if err := strictJSON(a.Answer, &i); err != nil {
-			return reply{}, fmt.Errorf("a ClassifyIntent answer has intent, confidence (a number), reasoning and usage: %w", err)
-		}
-		return reply{resp: i}, nil
+	k, ok := protocol.Kinds[a.Kind]
+	if !ok {
+		return reply{}, fmt.Errorf("unknown kind %q", a.Kind)
 	}
-	return reply{}, fmt.Errorf("unknown kind %q", a.Kind)
+	resp, err := k.Decode(a.Answer)
+	if err != nil {
+		return reply{}, fmt.Errorf("a %s answer has %s: %w", a.Kind, k.Fields, err)
+	}
+	return reply{resp: resp}, nil
 }
 
 // MissingAnswerError says that the engine called a remote agent the test has no
@@ -94,13 +70,10 @@ func (e *MissingAnswerError) Error() string {
 }
 
 func exampleAnswer(k flowv1.EffectKind) string {
-	switch k {
-	case flowv1.EffectRunPathway:
-		return "{reply: ..., outputs: {...}, resultType: success, complete: true}"
-	case flowv1.EffectDecide:
-		return "{destination: ..., confidence: 0.9, reasoning: ...}"
+	if kind, ok := protocol.Kinds[k]; ok {
+		return kind.Example
 	}
-	return "{intent: <transition name or none>, confidence: 0.9}"
+	return protocol.Kinds[flowv1.EffectClassifyIntent].Example
 }
 
 // script answers the effects of one step from its recorded answers, in order.
@@ -112,36 +85,29 @@ type script struct {
 
 func (s *script) answer(eff *engine.Effect) (reply, error) {
 	if s.used >= len(s.answers) {
-		return reply{}, &MissingAnswerError{Step: s.step, Effect: describeEffect(eff), Kind: eff.Kind, Given: len(s.answers)}
+		return reply{}, &MissingAnswerError{Step: s.step, Effect: protocol.Describe(eff), Kind: eff.Kind, Given: len(s.answers)}
 	}
 	a := &s.answers[s.used]
 	where := fmt.Sprintf("answers[%d]", s.used)
 	s.used++
 	if a.Kind != eff.Kind {
-		return reply{}, fmt.Errorf("the engine called an LLM agent (%s) but %s is a %s answer", describeEffect(eff), where, a.Kind)
+		return reply{}, fmt.Errorf("the engine called an LLM agent (%s) but %s is a %s answer", protocol.Describe(eff), where, a.Kind)
 	}
 	agentName := ""
 	if len(eff.Agents) > 0 {
 		agentName = string(eff.Agents[0].Name)
 	}
 	if a.Agent != "" && a.Agent != agentName {
-		return reply{}, fmt.Errorf("the engine called %s but %s is for agent %s", describeEffect(eff), where, a.Agent)
+		return reply{}, fmt.Errorf("the engine called %s but %s is for agent %s", protocol.Describe(eff), where, a.Agent)
 	}
 	if a.Pathway != "" {
-		p := ""
-		switch {
-		case eff.Pathway != nil:
-			p = eff.Pathway.Pathway
-		case eff.Decision != nil:
-			p = eff.Decision.Pathway
-		}
-		if a.Pathway != p {
-			return reply{}, fmt.Errorf("the engine called %s but %s is for pathway %s", describeEffect(eff), where, a.Pathway)
+		if a.Pathway != protocol.Kinds[eff.Kind].Pathway(eff) {
+			return reply{}, fmt.Errorf("the engine called %s but %s is for pathway %s", protocol.Describe(eff), where, a.Pathway)
 		}
 	}
 	if a.InputHash != "" && !strings.HasPrefix(eff.InputHash, a.InputHash) {
 		return reply{}, fmt.Errorf("the engine called %s with a question (input hash %.12s) other than the recorded one of %s (input hash %.12s)",
-			describeEffect(eff), eff.InputHash, where, a.InputHash)
+			protocol.Describe(eff), eff.InputHash, where, a.InputHash)
 	}
 	r, err := a.response()
 	if err != nil {
@@ -183,21 +149,8 @@ func answerOf(rec *flowv1.EffectRecord) Answer {
 		fmt.Sscan(res.Usage.CostUSD, &usage.CostUSD)
 	}
 	var v any
-	switch rec.Kind {
-	case flowv1.EffectRunPathway:
-		p := pathwayAnswer{Reply: res.Reply, ResultType: res.ResultType, Complete: res.Complete, Usage: usage}
-		if res.Outputs != nil {
-			_ = json.Unmarshal(res.Outputs.Raw, &p.Outputs)
-		}
-		v = p
-	case flowv1.EffectDecide:
-		d := agent.DecisionResponse{Destination: res.Destination, Reasoning: res.Reasoning, Usage: usage}
-		fmt.Sscan(string(res.Confidence), &d.Confidence)
-		v = d
-	case flowv1.EffectClassifyIntent:
-		i := agent.IntentResponse{Intent: res.Intent, Reasoning: res.Reasoning, Usage: usage}
-		fmt.Sscan(string(res.Confidence), &i.Confidence)
-		v = i
+	if k, ok := protocol.Kinds[rec.Kind]; ok {
+		v = k.Encode(&res, usage)
 	}
 	raw, _ := json.Marshal(v)
 	a.Answer = bytes.TrimSpace(raw)

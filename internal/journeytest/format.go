@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	protocol "github.com/journeyops/journey-operator/internal/session"
 )
 
 // DefaultStart is the clock of a test that sets no start: the Session is created then,
@@ -130,7 +131,7 @@ func (m *MessageInput) UnmarshalJSON(b []byte) error {
 	}
 	type plain MessageInput
 	var p plain
-	if err := strictJSON(b, &p); err != nil {
+	if err := protocol.StrictJSON(b, &p); err != nil {
 		return err
 	}
 	*m = MessageInput(p)
@@ -243,7 +244,7 @@ func (c *ConfidenceRange) UnmarshalJSON(b []byte) error {
 	}
 	type plain ConfidenceRange
 	var p plain
-	if err := strictJSON(b, &p); err != nil {
+	if err := protocol.StrictJSON(b, &p); err != nil {
 		return err
 	}
 	*c = ConfidenceRange(p)
@@ -283,7 +284,7 @@ func (t *TextMatch) UnmarshalJSON(b []byte) error {
 	var p struct {
 		Contains json.RawMessage `json:"contains"`
 	}
-	if err := strictJSON(b, &p); err != nil {
+	if err := protocol.StrictJSON(b, &p); err != nil {
 		return err
 	}
 	c := bytes.TrimSpace(p.Contains)
@@ -522,7 +523,7 @@ func (c *Case) check() error {
 func (s *Step) describe(msgID string) string {
 	switch {
 	case s.Message != nil:
-		return fmt.Sprintf("message %s %q", msgID, shorten(s.Message.Text, 48))
+		return fmt.Sprintf("message %s %q", msgID, protocol.Shorten(s.Message.Text, 48))
 	case s.Outcome != nil:
 		d := "outcome " + string(s.Outcome.ResultType)
 		if s.Outcome.Pathway != "" {
@@ -552,21 +553,6 @@ func (s *Step) describe(msgID string) string {
 		return "cancel"
 	}
 	return "no input"
-}
-
-func strictJSON(b []byte, into any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	return dec.Decode(into)
-}
-
-func shorten(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }
 
 func orDash(s string) string {

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +14,8 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/engine"
+	"github.com/journeyops/journey-operator/internal/revision"
+	protocol "github.com/journeyops/journey-operator/internal/session"
 )
 
 // LiveSession is a Session read from the cluster with the Journey revision it is
@@ -36,11 +37,11 @@ func Fetch(ctx context.Context, c client.Reader, key types.NamespacedName) (*Liv
 	if name == "" {
 		return nil, fmt.Errorf("session %q has not started: status.journeyRevision is empty", key.Name)
 	}
-	rev := &appsv1.ControllerRevision{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: name}, rev); err != nil {
+	raw, err := revision.Read(ctx, c, key.Namespace, name)
+	if err != nil {
 		return nil, fmt.Errorf("getting the session's journey revision %s: %w", name, err)
 	}
-	return &LiveSession{Session: s, Revision: name, Raw: rev.Data.Raw}, nil
+	return &LiveSession{Session: s, Revision: name, Raw: raw}, nil
 }
 
 // journal returns the agent answers the Session holds: status.journal, oldest first,
@@ -77,7 +78,7 @@ func (j *journalAnswers) answer(eff *engine.Effect) (reply, error) {
 			return reply{record: r.DeepCopy()}, nil
 		}
 	}
-	return reply{}, &MissingAnswerError{Step: j.step, Effect: describeEffect(eff), Kind: eff.Kind, Journal: true, Complete: j.complete}
+	return reply{}, &MissingAnswerError{Step: j.step, Effect: protocol.Describe(eff), Kind: eff.Kind, Journal: true, Complete: j.complete}
 }
 
 // simulation is a live Session's inputs run through today's engine offline.
@@ -96,11 +97,11 @@ type simulation struct {
 // takes them (an approval when a decision waits, an outcome when an External pathway
 // waits, else the next message), settling after each.
 func simulate(l *LiveSession) (*simulation, error) {
-	var data RevisionData
-	if err := json.Unmarshal(l.Raw, &data); err != nil {
-		return nil, fmt.Errorf("revision %s: %w", l.Revision, err)
+	data, err := revision.Decode(l.Revision, l.Raw)
+	if err != nil {
+		return nil, err
 	}
-	snap, err := CompileRaw(l.Revision, l.Raw)
+	snap, err := revision.Compile(l.Revision, l.Raw)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +115,7 @@ func simulate(l *LiveSession) (*simulation, error) {
 		start = DefaultStart
 	}
 	s := newSession(snap, sess.Name, string(sess.UID), start, spec)
-	sim := &simulation{live: l, data: &data, answers: map[int][]flowv1.EffectRecord{}}
+	sim := &simulation{live: l, data: data, answers: map[int][]flowv1.EffectRecord{}}
 	records, complete := l.journal()
 	ja := &journalAnswers{records: records, complete: complete, used: sim.answers}
 
@@ -235,7 +236,7 @@ func describeFull(e flowv1.HistoryEntry) string {
 		s += ", message " + e.MessageID
 	}
 	if e.Reason != "" {
-		s += ", reason " + shorten(e.Reason, 80)
+		s += ", reason " + protocol.Shorten(e.Reason, 80)
 	}
 	return s + "]"
 }

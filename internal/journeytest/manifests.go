@@ -16,12 +16,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
-	"github.com/journeyops/journey-operator/internal/controller"
 	"github.com/journeyops/journey-operator/internal/engine"
+	"github.com/journeyops/journey-operator/internal/revision"
+	protocol "github.com/journeyops/journey-operator/internal/session"
 )
 
-// RevisionData is what a Journey ControllerRevision holds, the controller's own type.
-type RevisionData = controller.RevisionData
+// RevisionData is what a Journey ControllerRevision holds, as the controllers store it.
+type RevisionData = revision.Data
 
 // objects are the Journeys and Pathways of a test's manifests.
 type objects struct {
@@ -115,14 +116,14 @@ func (o *objects) add(where string, raw []byte) error {
 	switch meta.Kind {
 	case "Journey":
 		j := &flowv1.Journey{}
-		if err := strictJSON(raw, j); err != nil {
+		if err := protocol.StrictJSON(raw, j); err != nil {
 			return fmt.Errorf("%s: Journey: %w", where, err)
 		}
 		defaultJourney(&j.Spec)
 		o.journeys = append(o.journeys, j)
 	case "Pathway":
 		p := &flowv1.Pathway{}
-		if err := strictJSON(raw, p); err != nil {
+		if err := protocol.StrictJSON(raw, p); err != nil {
 			return fmt.Errorf("%s: Pathway: %w", where, err)
 		}
 		defaultPathway(&p.Spec)
@@ -175,34 +176,10 @@ func (o *objects) resolve(j *flowv1.Journey) (*RevisionData, error) {
 }
 
 // Compile turns revision data into the snapshot the Session controller runs, exactly as
-// the controllers do: the data is stored as JSON (its hash names the revision) and read
-// back before it is compiled. It returns the revision name.
+// the controllers do, and returns the revision name.
 func Compile(journey string, data *RevisionData) (*engine.Snapshot, string, error) {
-	raw, err := json.Marshal(data)
-	if err != nil {
-		return nil, "", err
-	}
-	name := RevisionName(journey, raw)
-	snap, err := CompileRaw(name, raw)
-	return snap, name, err
+	return revision.Build(journey, data)
 }
-
-// CompileRaw compiles the data of a ControllerRevision, as the Session controller does.
-func CompileRaw(name string, raw []byte) (*engine.Snapshot, error) {
-	var stored RevisionData
-	if err := json.Unmarshal(raw, &stored); err != nil {
-		return nil, fmt.Errorf("revision %s: %w", name, err)
-	}
-	snap, err := engine.NewSnapshot(name, &stored.Journey, stored.Pathways)
-	if err != nil {
-		return nil, fmt.Errorf("revision %s: %w", name, err)
-	}
-	return snap, nil
-}
-
-// RevisionName is the name the Journey controller gives a revision of journey with
-// data raw: <journey>-<content hash>.
-var RevisionName = controller.RevisionName
 
 // Pathway returns the resolved spec of the pathway with local name name, for tests that
 // change a journey in memory before they run it.

@@ -1,18 +1,16 @@
 package journeytest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
-	"github.com/journeyops/journey-operator/internal/agent"
-	"github.com/journeyops/journey-operator/internal/controller"
 	"github.com/journeyops/journey-operator/internal/engine"
+	protocol "github.com/journeyops/journey-operator/internal/session"
 )
 
 // MaxEngineSteps bounds the engine steps of one settle: a journey that does not settle
@@ -38,10 +36,11 @@ type answerer interface {
 	answer(eff *engine.Effect) (reply, error)
 }
 
-// session is a Session driven offline the way the Session controller drives it: one
-// engine step per reconcile, the one effect performed and journaled in
-// status.pendingEffect before the status is written, nothing written when nothing
-// changed. The clock starts at the creation time and advances one second per write.
+// session is a Session driven offline by the Session controller's own step protocol
+// (package session): one engine step per reconcile, the one effect answered and
+// journaled in status.pendingEffect before the status is written, nothing written when
+// nothing changed. The clock starts at the creation time and advances one second per
+// write.
 type session struct {
 	snap       *engine.Snapshot
 	name, uid  string
@@ -51,7 +50,6 @@ type session struct {
 	spec       flowv1.SessionSpec
 	st         *flowv1.SessionStatus
 	started    bool
-	engineRuns int
 }
 
 func newSession(snap *engine.Snapshot, name, uid string, start time.Time, spec flowv1.SessionSpec) *session {
@@ -74,9 +72,22 @@ type progress struct {
 	stalled bool
 }
 
+// performer answers a settle's effects with an answerer, noting each effect.
+type performer struct {
+	answers answerer
+	p       *progress
+}
+
+func (f performer) Perform(_ context.Context, eff *engine.Effect) (protocol.Answer, error) {
+	f.p.effects = append(f.p.effects, protocol.Describe(eff))
+	r, err := f.answers.answer(eff)
+	return protocol.Answer{Response: r.resp, Err: r.err, Record: r.record}, err
+}
+
 // settle reconciles until a reconcile writes nothing, answering effects with a.
 func (s *session) settle(a answerer) (*progress, error) {
 	p := &progress{}
+	loop := protocol.Loop{Performer: performer{answers: a, p: p}}
 	for n := 0; ; n++ {
 		if s.st.Phase.IsTerminal() {
 			return p, nil // the controller only waits for the TTL now
@@ -84,43 +95,31 @@ func (s *session) settle(a answerer) (*progress, error) {
 		if n >= MaxEngineSteps {
 			return p, fmt.Errorf("the Session did not settle within %d engine steps (pathway %s, phase %s)", MaxEngineSteps, s.st.CurrentPathway, s.st.Phase)
 		}
-		status, eff := engine.Step(s.snap, engine.Input{
+		res, err := loop.Step(context.Background(), s.snap, protocol.Input{Generation: s.generation, Input: engine.Input{
 			Spec: &s.spec, Status: s.st, Now: s.now,
 			SessionName: s.name, SessionUID: s.uid, CreationTime: s.created,
-		})
-		s.engineRuns++
-		if eff != nil {
-			p.effects = append(p.effects, describeEffect(eff))
-			r, err := a.answer(eff)
-			if err != nil {
-				return p, err
-			}
-			if r.record != nil {
-				status.PendingEffect = r.record.DeepCopy()
-			} else {
-				if r.err != nil && agent.ClassOf(r.err) == agent.Terminal {
-					s.stall(flowv1.ReasonAgentTerminalError, r.err.Error())
-					p.stalled = true
-					return p, nil
-				}
-				status.PendingEffect = eff.Record(s.uid, status.Step, r.resp, r.err)
-			}
-			controller.AppendJournal(status, status.PendingEffect, s.snap.Journey().Limits.MaxJournal)
-			controller.SetCondition(status, flowv1.ConditionAgentAvailable, metav1.ConditionTrue, flowv1.ReasonAgentReady, "The last agent call answered", s.now)
-		}
-		status.ObservedGeneration = s.generation
-		if equality.Semantic.DeepEqual(s.st, status) {
+		}})
+		switch {
+		case err != nil:
+			return p, err
+		case res.Outcome == protocol.AgentRetry:
+			return p, res.Err // the controller would try again later; offline nothing changes
+		case res.Outcome == protocol.AgentStalled:
+			s.st, s.now = res.Status, s.now.Add(time.Second)
+			p.stalled = true
+			return p, nil
+		case res.Outcome == protocol.Unchanged:
 			return p, nil
 		}
-		for _, h := range status.History {
+		for _, h := range res.Status.History {
 			if h.Step > s.st.Step {
 				p.history = append(p.history, h)
 			}
 		}
-		if text, ok := finishedReply(s.st, status); ok {
+		if text, ok := finishedReply(s.st, res.Status); ok {
 			p.replies = append(p.replies, text)
 		}
-		s.st = status
+		s.st = res.Status
 		s.now = s.now.Add(time.Second)
 	}
 }
@@ -135,17 +134,6 @@ func finishedReply(old, cur *flowv1.SessionStatus) (string, bool) {
 		return "", false
 	}
 	return lt.AssistantText, true
-}
-
-// stall is what the controller writes when an agent fails terminally.
-func (s *session) stall(reason, msg string) {
-	st := s.st.DeepCopy()
-	controller.SetCondition(st, flowv1.ConditionStalled, metav1.ConditionTrue, reason, msg, s.now)
-	controller.SetCondition(st, flowv1.ConditionReady, metav1.ConditionFalse, reason, msg, s.now)
-	apimeta.RemoveStatusCondition(&st.Conditions, flowv1.ConditionReconciling)
-	st.ObservedGeneration = s.generation
-	s.st = st
-	s.now = s.now.Add(time.Second)
 }
 
 // send appends a step's input to the Session spec, as kubectl journey say, outcome and
@@ -206,20 +194,4 @@ func (s *session) send(step *Step) (string, error) {
 		}
 	}
 	return "", nil
-}
-
-func describeEffect(eff *engine.Effect) string {
-	who := ""
-	if len(eff.Agents) > 0 {
-		who = " by agent " + string(eff.Agents[0].Name)
-	}
-	switch {
-	case eff.Pathway != nil:
-		return fmt.Sprintf("RunPathway of pathway %s%s", eff.Pathway.Pathway, who)
-	case eff.Decision != nil:
-		return fmt.Sprintf("Decide on %s.%s%s", eff.Decision.Pathway, eff.Decision.Transition, who)
-	case eff.Intent != nil:
-		return fmt.Sprintf("ClassifyIntent of %q%s", shorten(eff.Intent.Message, 40), who)
-	}
-	return string(eff.Kind) + who
 }

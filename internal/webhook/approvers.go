@@ -32,7 +32,7 @@ type approverResolver struct {
 }
 
 // revisionPathways is the part of a Journey ControllerRevision's data the webhook
-// reads: the resolved Pathway specs by local name (internal/controller.RevisionData).
+// reads: the resolved Pathway specs by local name (internal/revision.Data).
 type revisionPathways struct {
 	Pathways map[string]*flowv1.PathwaySpec `json:"pathways"`
 }

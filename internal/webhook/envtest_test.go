@@ -33,7 +33,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
-	"github.com/journeyops/journey-operator/internal/controller"
+	"github.com/journeyops/journey-operator/internal/revision"
 	"github.com/journeyops/journey-operator/internal/testenv"
 	"github.com/journeyops/journey-operator/internal/webhook"
 )
@@ -343,7 +343,7 @@ func TestApproversComeFromThePinnedRevision(t *testing.T) {
 		Decision: &flowv1.Decision{AllowedDestinations: []flowv1.Name{"draft", "publish"}, Approvers: &flowv1.Approvers{Users: []string{"alice"}}},
 	}}}
 	// The controller's own revision format, so the two cannot drift apart.
-	raw, err := json.Marshal(controller.RevisionData{
+	raw, err := json.Marshal(revision.Data{
 		Journey:  flowv1.JourneySpec{EntryPathway: "review", Pathways: []flowv1.PathwayEntry{{Name: "review", PathwayRef: "review"}}},
 		Pathways: map[string]*flowv1.PathwaySpec{"review": &review},
 	})

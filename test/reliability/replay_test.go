@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
-	"github.com/journeyops/journey-operator/internal/controller"
 	"github.com/journeyops/journey-operator/internal/engine"
+	"github.com/journeyops/journey-operator/internal/revision"
 )
 
 // errNoReplay says a Session cannot be replayed exactly (its journal was truncated).
@@ -34,7 +34,7 @@ func replay(ctx context.Context, c client.Reader, s *flowv1.Session) (string, er
 	if err := c.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Status.JourneyRevision}, &rev); err != nil {
 		return "", err
 	}
-	var data controller.RevisionData
+	var data revision.Data
 	if err := json.Unmarshal(rev.Data.Raw, &data); err != nil {
 		return "", err
 	}

@@ -1,0 +1,215 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/engine"
+	"github.com/journeyops/journey-operator/internal/session"
+)
+
+// terminalRetry is how often a Session stalled by a terminal agent error tries again.
+// Retrying at once cannot help (a refused key, an unknown model), but a person can fix
+// it without touching the Session (the Secret, the endpoint), and Secrets are not
+// watched.
+const terminalRetry = 5 * time.Minute
+
+// sessionStep is what one reconcile of a Session computed: the status to write, and
+// how the reconcile ends once it is written.
+type sessionStep struct {
+	// status is the Session's next status; nil when there is nothing to write.
+	status *flowv1.SessionStatus
+	// step is what the engine step did, "" when none ran.
+	step session.Outcome
+	// stall, when set, is the reason of a Warning Event, message its note.
+	stall, message string
+	// then is how the reconcile ends when the step did not advance the Session.
+	then outcome
+}
+
+// step computes the Session's next status: the Journey revision it runs on (pinned at
+// its first step), then one step of the protocol with at most one agent call.
+func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now time.Time) sessionStep {
+	rev := s.Status.JourneyRevision
+	if rev == "" {
+		var reason, msg string
+		if rev, reason, msg = r.pin(ctx, s); rev == "" {
+			// The Journey watch wakes us when it appears or becomes Ready.
+			status := s.Status.DeepCopy()
+			session.Wait(status, reason, msg, now)
+			return sessionStep{status: status}
+		}
+	}
+	snap, err := r.snapshots.Get(ctx, r.Client, s.Namespace, rev)
+	if apierrors.IsNotFound(err) {
+		msg := fmt.Sprintf("Journey revision %s no longer exists", rev)
+		status := s.Status.DeepCopy()
+		session.Stall(status, flowv1.ReasonRevisionNotFound, msg, now)
+		return sessionStep{status: status, stall: flowv1.ReasonRevisionNotFound, message: msg,
+			then: outcome{kind: terminal, err: errors.New(msg)}}
+	}
+	if err != nil {
+		return sessionStep{then: failed(err)}
+	}
+	loop := session.Loop{Performer: r.performer(s.Namespace), StallRetry: terminalRetry}
+	res, err := loop.Step(ctx, snap, session.Input{Generation: s.Generation, Input: engine.Input{
+		Spec: &s.Spec, Status: &s.Status, Now: now,
+		SessionName: s.Name, SessionUID: string(s.UID), CreationTime: s.CreationTimestamp.Time,
+	}})
+	if err != nil {
+		return sessionStep{then: failed(err)}
+	}
+	st := sessionStep{status: res.Status, step: res.Outcome}
+	switch res.Outcome {
+	case session.AgentRetry:
+		// Nothing is journaled: the next attempt repeats the same step.
+		st.then = failed(res.Err)
+	case session.AgentStalled:
+		st.stall, st.message = res.Reason, res.Message
+		st.then = outcome{kind: requeue, after: terminalRetry}
+	}
+	return st
+}
+
+// finish writes the step's status (the reconcile's one write), counts the step, emits
+// its Events, and says how the reconcile ends.
+func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st sessionStep, now time.Time) outcome {
+	journey := s.Spec.JourneyRef.Name
+	if st.step == session.AgentRetry || st.step == session.AgentStalled {
+		stepsTotal.WithLabelValues(journey, "error").Inc()
+	}
+	if st.stall != "" {
+		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, st.stall, "Stall", "%s", st.message)
+	}
+	if st.status == nil {
+		return st.then
+	}
+	st.status.ObservedGeneration = s.Generation
+	old, before := s.Status.DeepCopy(), s.DeepCopy()
+	s.Status = *st.status
+	if out, ok := writeStatus(ctx, r.Client, before, s, equality.Semantic.DeepEqual(old, st.status)); !ok {
+		// On a conflict someone wrote first: the step is dropped, nothing was applied.
+		return out
+	}
+	switch st.step {
+	case session.Unchanged:
+		stepsTotal.WithLabelValues(journey, "blocked").Inc()
+	case session.Performed, session.Changed:
+		label := "changed"
+		if st.step == session.Performed {
+			label = "effect"
+		}
+		stepsTotal.WithLabelValues(journey, label).Inc()
+		r.emit(s, old, &s.Status)
+		return r.next(ctx, s, now)
+	}
+	return st.then
+}
+
+// next is how a Session that a step advanced gets its next step: through the watch of
+// the status just written (nothing to do here), or by requeueing; and a Session that
+// finished expires after its TTL.
+func (r *SessionReconciler) next(ctx context.Context, s *flowv1.Session, now time.Time) outcome {
+	if s.Status.Phase == flowv1.PhaseRunning && r.Advance == AdvanceRequeue {
+		return outcome{kind: requeue, after: time.Millisecond}
+	}
+	if s.Status.Phase.IsTerminal() {
+		return r.expire(ctx, s, now)
+	}
+	return outcome{}
+}
+
+// pin returns the Journey revision a new Session starts on, or why it cannot start.
+func (r *SessionReconciler) pin(ctx context.Context, s *flowv1.Session) (revision, reason, msg string) {
+	var j flowv1.Journey
+	err := r.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.JourneyRef.Name}, &j)
+	if err != nil {
+		return "", flowv1.ReasonJourneyNotFound, fmt.Sprintf("Journey %q not found: %v", s.Spec.JourneyRef.Name, client.IgnoreNotFound(err))
+	}
+	ready := apimeta.FindStatusCondition(j.Status.Conditions, flowv1.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionTrue || j.Status.CurrentRevision == "" {
+		why := "it has not been validated yet"
+		if ready != nil && ready.Message != "" {
+			why = ready.Message
+		}
+		return "", flowv1.ReasonJourneyNotReady, fmt.Sprintf("Journey %q is not Ready: %s", j.Name, why)
+	}
+	return j.Status.CurrentRevision, "", ""
+}
+
+// expire deletes a finished Session once its ttlSecondsAfterFinished has passed.
+func (r *SessionReconciler) expire(ctx context.Context, s *flowv1.Session, now time.Time) outcome {
+	if s.Spec.TTLSecondsAfterFinished == nil || s.Status.CompletionTime == nil {
+		return outcome{}
+	}
+	deadline := s.Status.CompletionTime.Add(time.Duration(*s.Spec.TTLSecondsAfterFinished) * time.Second)
+	if wait := deadline.Sub(now); wait > 0 {
+		return outcome{kind: requeue, after: wait}
+	}
+	log.FromContext(ctx).Info("Deleting finished Session after its TTL", "session", klog.KObj(s))
+	return failed(client.IgnoreNotFound(r.Delete(ctx, s, client.Preconditions{UID: &s.UID})))
+}
+
+// emit records an Event for each transition, block and escalation of the step, and
+// counts transitions.
+func (r *SessionReconciler) emit(s *flowv1.Session, old, status *flowv1.SessionStatus) {
+	for _, e := range engine.Events(old, status) {
+		r.Recorder.Eventf(s, nil, e.Type, e.Reason, "Step", "%s", e.Message)
+	}
+	if n := len(status.History); n > 0 && status.Transitions > old.Transitions {
+		added := int(status.Transitions - old.Transitions)
+		for i := max(0, n-added); i < n; i++ {
+			transitionsTotal.WithLabelValues(s.Spec.JourneyRef.Name, string(status.History[i].Action)).Inc()
+		}
+	}
+}
+
+// performer performs effects with the agents r.Agents builds for namespace.
+func (r *SessionReconciler) performer(namespace string) session.Performer {
+	return session.PerformerFunc(func(ctx context.Context, eff *engine.Effect) (session.Answer, error) {
+		resp, err := r.perform(ctx, namespace, eff)
+		return session.Answer{Response: resp, Err: err}, nil
+	})
+}
+
+// perform makes the agent call an effect asks for, and measures it.
+func (r *SessionReconciler) perform(ctx context.Context, namespace string, eff *engine.Effect) (any, error) {
+	agents := make([]agent.Agent, 0, len(eff.Agents))
+	for _, spec := range eff.Agents {
+		a, err := r.Agents.Agent(ctx, r.APIReader, namespace, spec)
+		if err != nil {
+			return nil, err
+		}
+		agents = append(agents, a)
+	}
+	if len(agents) == 0 {
+		return nil, &agent.Error{Class: agent.Terminal, Kind: flowv1.FailureValidation, Source: flowv1.FailureSystem, Err: errors.New("effect names no agent")}
+	}
+	provider, role := string(eff.Agents[0].Provider), string(eff.Kind)
+	start := time.Now()
+	resp, err := session.Call(ctx, agents, eff)
+	result := "ok"
+	if err != nil {
+		result = string(agent.ClassOf(err))
+	}
+	agentDuration.WithLabelValues(provider, role, result).Observe(time.Since(start).Seconds())
+	if u := session.UsageOf(resp); u != nil {
+		agentTokens.WithLabelValues(provider, "prompt").Add(float64(u.PromptTokens))
+		agentTokens.WithLabelValues(provider, "completion").Add(float64(u.CompletionTokens))
+	}
+	return resp, err
+}

@@ -1,0 +1,106 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// outcomeKind is how a reconcile ended.
+type outcomeKind int
+
+const (
+	// done: nothing more to do until the object or what it watches changes.
+	done outcomeKind = iota
+	// requeue: reconcile again after outcome.after (a TTL, a slow retry, the requeue
+	// advance mode).
+	requeue
+	// conflict: the status write lost the optimistic lock to another writer; nothing
+	// was written. Reconcile again shortly on fresh data.
+	conflict
+	// transient: an error that may pass (the API server, an agent's 5xx); returned for
+	// controller-runtime's backoff.
+	transient
+	// terminal: an error retrying cannot fix; the object says so in its status.
+	terminal
+)
+
+// outcome is what a reconcile ended with; computeResult turns it into what
+// controller-runtime does next.
+type outcome struct {
+	kind  outcomeKind
+	after time.Duration
+	err   error
+}
+
+// conflictRetry is how soon a reconcile whose status write lost the optimistic lock is
+// tried again. The write that won is usually our own previous one, not yet in the
+// cache: a short wait gets fresh data without the backoff an error would add.
+const conflictRetry = 50 * time.Millisecond
+
+// computeResult is the result of a reconcile that ended with o.
+func computeResult(o outcome) (ctrl.Result, error) {
+	switch o.kind {
+	case requeue:
+		return ctrl.Result{RequeueAfter: o.after}, nil
+	case conflict:
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	case transient:
+		return ctrl.Result{}, o.err
+	case terminal:
+		return ctrl.Result{}, reconcile.TerminalError(o.err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// failed is the outcome of an error: transient when err is set, else done.
+func failed(err error) outcome {
+	if err != nil {
+		return outcome{kind: transient, err: err}
+	}
+	return outcome{}
+}
+
+// writeStatus is the one way the reconcilers write status: a merge patch of the status
+// subresource from before to obj, under the optimistic lock (a reconcile that read a
+// stale object writes nothing), and no API call at all when the status is unchanged.
+// It returns ok when the status was written or needed no write, else the outcome of
+// the failed write: a conflict is tried again shortly, another error with backoff.
+func writeStatus(ctx context.Context, c client.Client, before, obj client.Object, unchanged bool) (outcome, bool) {
+	if unchanged {
+		return outcome{}, true
+	}
+	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+	err := c.Status().Patch(ctx, obj, patch)
+	switch {
+	case err == nil:
+		return outcome{}, true
+	case apierrors.IsConflict(err):
+		log.FromContext(ctx).V(4).Info("Status conflict, retrying on fresh data", "object", klog.KObj(obj))
+		return outcome{kind: conflict}, false
+	}
+	return failed(err), false
+}
+
+// reconcileStatus is a reconciler that gets an object, computes its status and writes
+// it once: compute changes obj's status (status returns it, for the comparison) and
+// says how the reconcile ended; a failed write decides instead.
+func reconcileStatus[T client.Object, S any](ctx context.Context, c client.Client, req ctrl.Request, obj T,
+	status func(T) *S, compute func(context.Context, T) outcome) (ctrl.Result, error) {
+	if err := c.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := obj.DeepCopyObject().(T)
+	out := compute(ctx, obj)
+	if werr, ok := writeStatus(ctx, c, before, obj, equality.Semantic.DeepEqual(status(before), status(obj))); !ok {
+		out = werr
+	}
+	return computeResult(out)
+}

@@ -1,0 +1,133 @@
+// Package revision is the Journey snapshot format: how a Journey spec and the Pathway
+// specs it resolves to become the data of an immutable ControllerRevision, the name
+// that data gets, and how a revision is read back and compiled into the engine's
+// Snapshot. The Journey controller writes revisions, the Session controller and the
+// offline runner (journey tests, record and replay) read them, all through this package.
+package revision
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/lru"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/engine"
+)
+
+// Data is what a Journey ControllerRevision holds: the Journey spec and the resolved
+// Pathway specs by local name. Sessions pin one, so editing a Journey or a Pathway
+// never changes a running Session.
+type Data struct {
+	Journey  flowv1.JourneySpec             `json:"journey"`
+	Pathways map[string]*flowv1.PathwaySpec `json:"pathways"`
+}
+
+// LabelJourney marks the ControllerRevisions of a Journey.
+const LabelJourney = "flow.journey.dev/journey"
+
+// Name is <journey>-<content hash>: the same content always has the same name.
+func Name(journey string, raw []byte) string {
+	sum := sha256.Sum256(raw)
+	name := journey
+	if len(name) > 52 {
+		name = name[:52]
+	}
+	return name + "-" + hex.EncodeToString(sum[:])[:10]
+}
+
+// Encode returns the stored form of data and the name of its revision of journey.
+func Encode(journey string, data *Data) (raw []byte, name string, err error) {
+	raw, err = json.Marshal(data)
+	if err != nil {
+		return nil, "", err
+	}
+	return raw, Name(journey, raw), nil
+}
+
+// Build turns revision data into the snapshot the Session controller runs, exactly as
+// the controllers do: the data is stored as JSON (its hash names the revision) and read
+// back before it is compiled. It returns the revision name.
+func Build(journey string, data *Data) (*engine.Snapshot, string, error) {
+	raw, name, err := Encode(journey, data)
+	if err != nil {
+		return nil, "", err
+	}
+	snap, err := Compile(name, raw)
+	return snap, name, err
+}
+
+// Decode reads the stored data of the revision name.
+func Decode(name string, raw []byte) (*Data, error) {
+	var data Data
+	if err := json.Unmarshal(raw, &data); err != nil {
+		return nil, fmt.Errorf("revision %s: %w", name, err)
+	}
+	return &data, nil
+}
+
+// Compile compiles the stored data of the revision name into a snapshot.
+func Compile(name string, raw []byte) (*engine.Snapshot, error) {
+	data, err := Decode(name, raw)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := engine.NewSnapshot(name, &data.Journey, data.Pathways)
+	if err != nil {
+		return nil, fmt.Errorf("revision %s: %w", name, err)
+	}
+	return snap, nil
+}
+
+// Read returns the stored data of the ControllerRevision namespace/name. The error of
+// the read is returned as it is (apierrors.IsNotFound works on it).
+func Read(ctx context.Context, r client.Reader, namespace, name string) ([]byte, error) {
+	var rev appsv1.ControllerRevision
+	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &rev); err != nil {
+		return nil, err
+	}
+	return rev.Data.Raw, nil
+}
+
+// Cache keeps compiled snapshots of revisions. Revisions are immutable, so an entry
+// never goes stale; the cache is bounded.
+type Cache struct {
+	mu    sync.Mutex
+	cache *lru.Cache
+}
+
+// NewCache returns a cache of at most size snapshots.
+func NewCache(size int) *Cache {
+	return &Cache{cache: lru.New(size)}
+}
+
+// Get returns the compiled snapshot of the ControllerRevision namespace/name.
+func (c *Cache) Get(ctx context.Context, r client.Reader, namespace, name string) (*engine.Snapshot, error) {
+	key := namespace + "/" + name
+	c.mu.Lock()
+	if s, ok := c.cache.Get(key); ok {
+		c.mu.Unlock()
+		return s.(*engine.Snapshot), nil
+	}
+	c.mu.Unlock()
+
+	raw, err := Read(ctx, r, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := Compile(name, raw)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.cache.Add(key, snap)
+	c.mu.Unlock()
+	return snap, nil
+}

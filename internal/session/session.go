@@ -1,0 +1,177 @@
+// Package session is the Session step protocol, written once for every caller: the
+// Session controller, `kubectl journey test`, record and replay. One step turns a
+// Session and the snapshot of its Journey revision into the next status and at most one
+// effect (engine.Step), performs the effect through a Performer, journals the answer in
+// status.pendingEffect and status.journal before the next step acts on it, and says
+// whether there is anything to write. Callers write the status (or keep it, offline)
+// and step again; a step whose status equals the Session's writes nothing.
+//
+// A kind of effect is described once, in Kinds: how agents perform it and how its
+// answer is recorded in a journey test and read back from a journal.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/engine"
+)
+
+// Input is a Session as a step reads it: what the engine reads, and the generation
+// the step observes.
+type Input struct {
+	engine.Input
+	// Generation is the Session's metadata.generation: the status's observedGeneration
+	// after the step.
+	Generation int64
+}
+
+// Answer is a performer's answer to an effect.
+type Answer struct {
+	// Response is what the agents returned (agent.PathwayResponse, DecisionResponse or
+	// IntentResponse), Err their error. A Transient error journals nothing (the step
+	// is tried again), a Terminal one stalls the Session, an Invalid one is journaled.
+	Response any
+	Err      error
+	// Record, when set, is a journaled answer to store as it is (a replayed Session).
+	Record *flowv1.EffectRecord
+}
+
+// Performer performs the effect a step asks for. An error means there is no answer
+// at all (a journey test without the recorded answer): the step stops, nothing is
+// journaled.
+type Performer interface {
+	Perform(ctx context.Context, eff *engine.Effect) (Answer, error)
+}
+
+// PerformerFunc adapts a function to Performer.
+type PerformerFunc func(ctx context.Context, eff *engine.Effect) (Answer, error)
+
+// Perform calls f.
+func (f PerformerFunc) Perform(ctx context.Context, eff *engine.Effect) (Answer, error) {
+	return f(ctx, eff)
+}
+
+// Outcome is what a step did.
+type Outcome string
+
+const (
+	// Unchanged: the step changed nothing (the Session waits for input); nothing to write.
+	Unchanged Outcome = "Unchanged"
+	// Changed: the step changed the status without calling an agent.
+	Changed Outcome = "Changed"
+	// Performed: the step called an agent and journaled its answer.
+	Performed Outcome = "Performed"
+	// AgentRetry: the agent failed transiently; nothing is journaled, the status only
+	// says the agent is not available, and the same step is tried again.
+	AgentRetry Outcome = "AgentRetry"
+	// AgentStalled: the agent failed terminally; the status says the Session is
+	// Stalled until a person fixes the agent or changes the Session.
+	AgentStalled Outcome = "AgentStalled"
+)
+
+// Result is one step: the status to write and what led to it.
+type Result struct {
+	// Status is the Session's next status, deep-equal to the input when Outcome is
+	// Unchanged (or when a failing agent changes nothing more).
+	Status *flowv1.SessionStatus
+	// Effect is the effect the step asked for, nil for none.
+	Effect *engine.Effect
+	// Outcome is what the step did.
+	Outcome Outcome
+	// Reason, Message and Err say why the agent failed, for AgentRetry and
+	// AgentStalled: the condition's reason and message, and the agent's error.
+	Reason, Message string
+	Err             error
+}
+
+// Loop steps Sessions, performing their effects with Performer.
+type Loop struct {
+	Performer Performer
+	// StallRetry, when set, is how often the caller tries a Session stalled by a
+	// terminal agent error again; the Stalled condition says so.
+	StallRetry time.Duration
+}
+
+// Step takes one step of the Session in on snap.
+func (l *Loop) Step(ctx context.Context, snap *engine.Snapshot, in Input) (Result, error) {
+	status, eff := engine.Step(snap, in.Input)
+	res := Result{Status: status, Effect: eff, Outcome: Changed}
+	if eff != nil {
+		ans, err := l.Performer.Perform(ctx, eff)
+		if err != nil {
+			return res, err
+		}
+		if failed, ok := l.agentFailed(in, ans); ok {
+			failed.Effect = eff
+			return failed, nil
+		}
+		rec := ans.Record.DeepCopy()
+		if rec == nil {
+			rec = eff.Record(in.SessionUID, status.Step, ans.Response, ans.Err)
+		}
+		journal(status, rec, snap.Journey().Limits.MaxJournal, in.Now)
+		res.Outcome = Performed
+	}
+	status.ObservedGeneration = in.Generation
+	if equality.Semantic.DeepEqual(in.Status, status) {
+		res.Outcome = Unchanged
+	}
+	return res, nil
+}
+
+// agentFailed returns the result of an answer that is a Transient or Terminal agent
+// error: the Session's own status with the failure said in its conditions.
+func (l *Loop) agentFailed(in Input, ans Answer) (Result, bool) {
+	if ans.Record != nil || ans.Err == nil {
+		return Result{}, false
+	}
+	status := in.Status.DeepCopy()
+	if status == nil {
+		status = &flowv1.SessionStatus{}
+	}
+	res := Result{Status: status, Err: ans.Err}
+	switch agent.ClassOf(ans.Err) {
+	case agent.Transient:
+		res.Outcome, res.Reason, res.Message = AgentRetry, retryReason(ans.Err), ans.Err.Error()
+		agentUnavailable(status, res.Reason, res.Message, in.Now)
+	case agent.Terminal:
+		res.Outcome, res.Reason, res.Message = AgentStalled, flowv1.ReasonAgentTerminalError, l.stallMessage(ans.Err)
+		Stall(status, res.Reason, res.Message, in.Now)
+	default:
+		return Result{}, false
+	}
+	status.ObservedGeneration = in.Generation
+	return res, true
+}
+
+// stallMessage is the message of the Stalled condition of a terminal agent error.
+func (l *Loop) stallMessage(err error) string {
+	if l.StallRetry <= 0 {
+		return err.Error()
+	}
+	// Retrying at once cannot help (a refused key, an unknown model), but a person can
+	// fix it without touching the Session (the Secret, the endpoint): so the caller
+	// tries again slowly.
+	return fmt.Sprintf("%v (retried every %s, or at the next change to the Session)", err, l.StallRetry)
+}
+
+// retryReason is the AgentAvailable reason of a transient agent error.
+func retryReason(err error) string {
+	var ae *agent.Error
+	if errors.As(err, &ae) {
+		switch ae.Kind {
+		case flowv1.FailureRateLimit:
+			return flowv1.ReasonRateLimited
+		case flowv1.FailureTimeout:
+			return flowv1.ReasonAgentTimeout
+		}
+	}
+	return flowv1.ReasonAgentError
+}

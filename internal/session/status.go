@@ -1,0 +1,75 @@
+package session
+
+import (
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+)
+
+// DefaultMaxJournal is how many agent answers status.journal keeps by default.
+const DefaultMaxJournal = 100
+
+// AppendJournal appends an answer to status.journal, dropping the oldest past the limit
+// (limits.maxJournal, nil for the default).
+func AppendJournal(status *flowv1.SessionStatus, rec *flowv1.EffectRecord, limit *int32) {
+	n := DefaultMaxJournal
+	if limit != nil {
+		n = int(*limit)
+	}
+	status.Journal = append(status.Journal, *rec.DeepCopy())
+	if over := len(status.Journal) - n; over > 0 {
+		status.Journal = append([]flowv1.EffectRecord(nil), status.Journal[over:]...)
+		status.JournalDropped += int32(over)
+	}
+}
+
+// SetCondition sets a Session condition at now, its message capped for status.
+func SetCondition(status *flowv1.SessionStatus, typ string, st metav1.ConditionStatus, reason, msg string, now time.Time) {
+	if len(msg) > 1024 {
+		msg = msg[:1024]
+	}
+	apimeta.SetStatusCondition(&status.Conditions, metav1.Condition{
+		Type: typ, Status: st, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(now),
+	})
+}
+
+// Stall marks a Session that cannot go on without a change from a person: Stalled and
+// not Ready for reason, no longer Reconciling.
+func Stall(status *flowv1.SessionStatus, reason, msg string, now time.Time) {
+	SetCondition(status, flowv1.ConditionStalled, metav1.ConditionTrue, reason, msg, now)
+	SetCondition(status, flowv1.ConditionReady, metav1.ConditionFalse, reason, msg, now)
+	apimeta.RemoveStatusCondition(&status.Conditions, flowv1.ConditionReconciling)
+}
+
+// Wait marks a Session that cannot start yet (its Journey is missing or not Ready):
+// Pending and not Ready for reason. A Ready condition that already says so is kept, so
+// that waiting again changes nothing.
+func Wait(status *flowv1.SessionStatus, reason, msg string, now time.Time) {
+	if status.Phase == "" {
+		status.Phase = flowv1.PhasePending
+	}
+	if c := apimeta.FindStatusCondition(status.Conditions, flowv1.ConditionReady); c != nil && c.Reason == reason && c.Message == msg {
+		return
+	}
+	SetCondition(status, flowv1.ConditionReady, metav1.ConditionFalse, reason, msg, now)
+}
+
+// agentUnavailable marks a Session whose agent failed transiently. A condition that
+// already says so is kept, so that failing again changes nothing.
+func agentUnavailable(status *flowv1.SessionStatus, reason, msg string, now time.Time) {
+	if c := apimeta.FindStatusCondition(status.Conditions, flowv1.ConditionAgentAvailable); c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason {
+		return
+	}
+	SetCondition(status, flowv1.ConditionAgentAvailable, metav1.ConditionFalse, reason, msg, now)
+}
+
+// journal stores the answer to the step's effect: in status.pendingEffect, for the
+// next step to apply, and at the end of status.journal.
+func journal(status *flowv1.SessionStatus, rec *flowv1.EffectRecord, limit *int32, now time.Time) {
+	status.PendingEffect = rec
+	AppendJournal(status, status.PendingEffect, limit)
+	SetCondition(status, flowv1.ConditionAgentAvailable, metav1.ConditionTrue, flowv1.ReasonAgentReady, "The last agent call answered", now)
+}
