@@ -31,7 +31,7 @@ func (a *Answer) response() (reply, error) {
 	if a.Answer == nil {
 		return reply{}, errors.New("no answer")
 	}
-	k, ok := protocol.Kinds[a.Kind]
+	k, ok := protocol.KindOf(a.Kind)
 	if !ok {
 		return reply{}, fmt.Errorf("unknown kind %q", a.Kind)
 	}
@@ -70,10 +70,11 @@ func (e *MissingAnswerError) Error() string {
 }
 
 func exampleAnswer(k flowv1.EffectKind) string {
-	if kind, ok := protocol.Kinds[k]; ok {
-		return kind.Example
+	kind, ok := protocol.KindOf(k)
+	if !ok {
+		kind, _ = protocol.KindOf(flowv1.EffectClassifyIntent)
 	}
-	return protocol.Kinds[flowv1.EffectClassifyIntent].Example
+	return kind.Example
 }
 
 // script answers the effects of one step from its recorded answers, in order.
@@ -101,7 +102,7 @@ func (s *script) answer(eff *engine.Effect) (reply, error) {
 		return reply{}, fmt.Errorf("the engine called %s but %s is for agent %s", protocol.Describe(eff), where, a.Agent)
 	}
 	if a.Pathway != "" {
-		if a.Pathway != protocol.Kinds[eff.Kind].Pathway(eff) {
+		if k, _ := protocol.KindOf(eff.Kind); k == nil || a.Pathway != k.Pathway(eff) {
 			return reply{}, fmt.Errorf("the engine called %s but %s is for pathway %s", protocol.Describe(eff), where, a.Pathway)
 		}
 	}
@@ -149,7 +150,7 @@ func answerOf(rec *flowv1.EffectRecord) Answer {
 		fmt.Sscan(res.Usage.CostUSD, &usage.CostUSD)
 	}
 	var v any
-	if k, ok := protocol.Kinds[rec.Kind]; ok {
+	if k, ok := protocol.KindOf(rec.Kind); ok {
 		v = k.Encode(&res, usage)
 	}
 	raw, _ := json.Marshal(v)

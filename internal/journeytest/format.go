@@ -444,76 +444,94 @@ func (c *Case) check() error {
 			return fmt.Errorf("start: %v", err)
 		}
 	}
-	for i, s := range c.Steps {
-		where := fmt.Sprintf("steps[%d]", i)
-		n := 0
-		if s.Message != nil {
-			n++
-			if s.Message.Text == "" {
-				return fmt.Errorf("%s.message: the text is empty", where)
+	for i := range c.Steps {
+		if err := c.Steps[i].check(fmt.Sprintf("steps[%d]", i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// check checks the step at where (steps[i]).
+func (s *Step) check(where string) error {
+	n := 0
+	if s.Message != nil {
+		n++
+		if s.Message.Text == "" {
+			return fmt.Errorf("%s.message: the text is empty", where)
+		}
+	}
+	if s.Outcome != nil {
+		n++
+		switch s.Outcome.ResultType {
+		case flowv1.ResultSuccess, flowv1.ResultFailure, flowv1.ResultPartialSuccess, flowv1.ResultUnclear:
+		default:
+			return fmt.Errorf("%s.outcome.resultType: %q is not success, failure, partial_success or unclear", where, s.Outcome.ResultType)
+		}
+	}
+	if s.Approval != nil {
+		n++
+		if s.Approval.Approve == nil {
+			return fmt.Errorf("%s.approval.approve: say true or false", where)
+		}
+	}
+	if s.Suspend != nil {
+		n++
+	}
+	if s.Cancel {
+		n++
+	}
+	if n > 1 {
+		return fmt.Errorf("%s: a step sends at most one of message, outcome, approval, suspend and cancel", where)
+	}
+	if s.After != "" {
+		if d, err := time.ParseDuration(s.After); err != nil || d < 0 {
+			return fmt.Errorf("%s.after: %q is not a positive duration such as 90s or 25h", where, s.After)
+		}
+	}
+	for j := range s.Answers {
+		if err := s.Answers[j].check(fmt.Sprintf("%s.answers[%d]", where, j)); err != nil {
+			return err
+		}
+	}
+	if s.Expect != nil {
+		return s.Expect.checkFormat(where + ".expect")
+	}
+	return nil
+}
+
+// check checks the recorded answer at w.
+func (a *Answer) check(w string) error {
+	if _, ok := protocol.KindOf(a.Kind); !ok {
+		return fmt.Errorf("%s.kind: %q is not %s", w, a.Kind, protocol.KindNames())
+	}
+	if (a.Answer == nil) == (a.Error == nil) {
+		return fmt.Errorf("%s: give exactly one of answer and error", w)
+	}
+	if a.Error != nil && a.Error.Class != "" && a.Error.Class != "Invalid" && a.Error.Class != "Terminal" {
+		return fmt.Errorf("%s.error.class: %q is not Invalid or Terminal", w, a.Error.Class)
+	}
+	if _, err := a.response(); err != nil {
+		return fmt.Errorf("%s.answer: %v", w, err)
+	}
+	return nil
+}
+
+// checkFormat checks the expectations at where (steps[i].expect).
+func (e *Expect) checkFormat(where string) error {
+	if e.Confidence != nil {
+		for _, v := range []string{e.Confidence.Min, e.Confidence.Max} {
+			if v == "" {
+				continue
+			}
+			if _, err := strconv.ParseFloat(v, 64); err != nil {
+				return fmt.Errorf("%s.confidence: %q is not a number", where, v)
 			}
 		}
-		if s.Outcome != nil {
-			n++
-			switch s.Outcome.ResultType {
-			case flowv1.ResultSuccess, flowv1.ResultFailure, flowv1.ResultPartialSuccess, flowv1.ResultUnclear:
-			default:
-				return fmt.Errorf("%s.outcome.resultType: %q is not success, failure, partial_success or unclear", where, s.Outcome.ResultType)
-			}
-		}
-		if s.Approval != nil {
-			n++
-			if s.Approval.Approve == nil {
-				return fmt.Errorf("%s.approval.approve: say true or false", where)
-			}
-		}
-		if s.Suspend != nil {
-			n++
-		}
-		if s.Cancel {
-			n++
-		}
-		if n > 1 {
-			return fmt.Errorf("%s: a step sends at most one of message, outcome, approval, suspend and cancel", where)
-		}
-		if s.After != "" {
-			if d, err := time.ParseDuration(s.After); err != nil || d < 0 {
-				return fmt.Errorf("%s.after: %q is not a positive duration such as 90s or 25h", where, s.After)
-			}
-		}
-		for j, a := range s.Answers {
-			w := fmt.Sprintf("%s.answers[%d]", where, j)
-			switch a.Kind {
-			case flowv1.EffectClassifyIntent, flowv1.EffectRunPathway, flowv1.EffectDecide:
-			default:
-				return fmt.Errorf("%s.kind: %q is not ClassifyIntent, RunPathway or Decide", w, a.Kind)
-			}
-			if (a.Answer == nil) == (a.Error == nil) {
-				return fmt.Errorf("%s: give exactly one of answer and error", w)
-			}
-			if a.Error != nil && a.Error.Class != "" && a.Error.Class != "Invalid" && a.Error.Class != "Terminal" {
-				return fmt.Errorf("%s.error.class: %q is not Invalid or Terminal", w, a.Error.Class)
-			}
-			if _, err := a.response(); err != nil {
-				return fmt.Errorf("%s.answer: %v", w, err)
-			}
-		}
-		if e := s.Expect; e != nil {
-			if e.Confidence != nil {
-				for _, v := range []string{e.Confidence.Min, e.Confidence.Max} {
-					if v == "" {
-						continue
-					}
-					if _, err := strconv.ParseFloat(v, 64); err != nil {
-						return fmt.Errorf("%s.expect.confidence: %q is not a number", where, v)
-					}
-				}
-			}
-			for p := range e.Fields {
-				if _, err := parsePath(p); err != nil {
-					return fmt.Errorf("%s.expect.fields: %q: %v", where, p, err)
-				}
-			}
+	}
+	for p := range e.Fields {
+		if _, err := parsePath(p); err != nil {
+			return fmt.Errorf("%s.fields: %q: %v", where, p, err)
 		}
 	}
 	return nil

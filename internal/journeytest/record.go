@@ -79,33 +79,8 @@ func Record(l *LiveSession) (*Case, []string, error) {
 	if sess.Spec.InitialContext != nil {
 		c.InitialContext = sess.Spec.InitialContext.DeepCopy()
 	}
-	var notes []string
-	if sess.Status.Phase == flowv1.PhaseRunning || sess.Status.Phase == flowv1.PhasePending {
-		notes = append(notes, fmt.Sprintf("session %s is %s: it has not settled, so the recorded expectations may not be where it ends", sess.Name, sess.Status.Phase))
-	}
 	diverged, why := sim.divergence()
-	if diverged >= 0 {
-		notes = append(notes, fmt.Sprintf("today's engine diverges from the Session at step %d (%s): %s; the test expects what the Session did and fails there",
-			diverged+1, sim.results[diverged].Input, why))
-	}
-	if sim.stopped != nil {
-		var missing *MissingAnswerError
-		switch {
-		case errors.As(sim.stopped.Err, &missing) && missing.Complete:
-			// Reported as the divergence.
-		case errors.As(sim.stopped.Err, &missing):
-			notes = append(notes, fmt.Sprintf("step %d calls an LLM agent (%s) whose answer the Session no longer holds (status.journal is empty or dropped its oldest answers): add it under steps[%d].answers",
-				sim.stopped.Index, missing.Effect, sim.stopped.Index-1))
-		default:
-			notes = append(notes, fmt.Sprintf("step %d could not run offline: %v", sim.stopped.Index, sim.stopped.Err))
-		}
-	}
-	if n := sess.Status.JournalDropped; n > 0 {
-		notes = append(notes, fmt.Sprintf("status.journal dropped the Session's %d oldest agent answers (limits.maxJournal)", n))
-	}
-	if h, _ := sim.history(); len(h) > len(sess.Status.History) && sim.stopped == nil {
-		notes = append(notes, fmt.Sprintf("the Session keeps its last %d transitions only; the first %d steps' transitions are what today's engine does", len(sess.Status.History), len(h)-len(sess.Status.History)))
-	}
+	notes := sim.notes(diverged, why)
 
 	last := len(sim.steps) - 1
 	for i := range sim.steps {
@@ -140,6 +115,39 @@ func Record(l *LiveSession) (*Case, []string, error) {
 		c.Steps = append(c.Steps, step)
 	}
 	return c, notes, nil
+}
+
+// notes say what a test recorded from the simulated Session cannot capture; diverged
+// and why are where and how today's engine diverges from it.
+func (sim *simulation) notes(diverged int, why string) []string {
+	sess := sim.live.Session
+	var notes []string
+	if sess.Status.Phase == flowv1.PhaseRunning || sess.Status.Phase == flowv1.PhasePending {
+		notes = append(notes, fmt.Sprintf("session %s is %s: it has not settled, so the recorded expectations may not be where it ends", sess.Name, sess.Status.Phase))
+	}
+	if diverged >= 0 {
+		notes = append(notes, fmt.Sprintf("today's engine diverges from the Session at step %d (%s): %s; the test expects what the Session did and fails there",
+			diverged+1, sim.results[diverged].Input, why))
+	}
+	if sim.stopped != nil {
+		var missing *MissingAnswerError
+		switch {
+		case errors.As(sim.stopped.Err, &missing) && missing.Complete:
+			// Reported as the divergence.
+		case errors.As(sim.stopped.Err, &missing):
+			notes = append(notes, fmt.Sprintf("step %d calls an LLM agent (%s) whose answer the Session no longer holds (status.journal is empty or dropped its oldest answers): add it under steps[%d].answers",
+				sim.stopped.Index, missing.Effect, sim.stopped.Index-1))
+		default:
+			notes = append(notes, fmt.Sprintf("step %d could not run offline: %v", sim.stopped.Index, sim.stopped.Err))
+		}
+	}
+	if n := sess.Status.JournalDropped; n > 0 {
+		notes = append(notes, fmt.Sprintf("status.journal dropped the Session's %d oldest agent answers (limits.maxJournal)", n))
+	}
+	if h, _ := sim.history(); len(h) > len(sess.Status.History) && sim.stopped == nil {
+		notes = append(notes, fmt.Sprintf("the Session keeps its last %d transitions only; the first %d steps' transitions are what today's engine does", len(sess.Status.History), len(h)-len(sess.Status.History)))
+	}
+	return notes
 }
 
 func messageNumber(steps []Step) int {

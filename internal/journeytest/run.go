@@ -233,9 +233,21 @@ func (s *session) run(i int, step *Step, answers answerer) StepResult {
 
 // check returns one line per expectation that does not hold for the step's result.
 func (e *Expect) check(sr *StepResult) []string {
-	st := sr.Status
-	var out []string
-	fail := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	var f failures
+	e.checkState(sr.Status, &f)
+	e.checkTurns(sr, &f)
+	e.checkFields(sr.Status, &f)
+	return f
+}
+
+// failures are the expectations that do not hold, one line each.
+type failures []string
+
+func (f *failures) fail(format string, args ...any) { *f = append(*f, fmt.Sprintf(format, args...)) }
+
+// checkState checks where the step left the Session.
+func (e *Expect) checkState(st *flowv1.SessionStatus, f *failures) {
+	fail := f.fail
 	if e.Pathway != "" && st.CurrentPathway != e.Pathway {
 		fail("pathway: want %s, got %s", e.Pathway, orDash(st.CurrentPathway))
 	}
@@ -278,6 +290,11 @@ func (e *Expect) check(sr *StepResult) []string {
 			fail("stalled: want reason %s, got %s (%s)", e.Stalled, c.Reason, c.Message)
 		}
 	}
+}
+
+// checkTurns checks the replies and transitions of the step.
+func (e *Expect) checkTurns(sr *StepResult, f *failures) {
+	fail := f.fail
 	if e.Reply != nil {
 		all := strings.Join(sr.Replies, "\n")
 		for _, want := range e.Reply.Contains {
@@ -314,6 +331,11 @@ func (e *Expect) check(sr *StepResult) []string {
 			fail("transitions: want [%s], got %s", strings.Join(want, ", "), describeHistory(sr.History))
 		}
 	}
+}
+
+// checkFields checks the status fields the step expects.
+func (e *Expect) checkFields(st *flowv1.SessionStatus, f *failures) {
+	fail := f.fail
 	if len(e.Fields) > 0 {
 		var doc any
 		raw, _ := json.Marshal(st)
@@ -333,7 +355,6 @@ func (e *Expect) check(sr *StepResult) []string {
 			}
 		}
 	}
-	return out
 }
 
 func stalledNote(st *flowv1.SessionStatus) string {

@@ -16,8 +16,10 @@ import (
 // that asks for it and journals its answer (engine.Effect.Record): how agents perform
 // it, and how its answer is written in a journey test and read back from a journal.
 // The controller, `kubectl journey test`, record and replay all go through Kinds, so a
-// new kind of effect is one more entry here.
+// new kind of effect is one more entry there.
 type Kind struct {
+	// Name is the kind's name, as effects and journal entries carry it.
+	Name flowv1.EffectKind
 	// Call performs the effect with its agents, built in the order of eff.Agents.
 	Call func(ctx context.Context, agents []agent.Agent, eff *engine.Effect) (any, error)
 	// Decode turns a recorded answer (the JSON a journey test holds) into the response
@@ -35,9 +37,28 @@ type Kind struct {
 	Pathway func(eff *engine.Effect) string
 }
 
-// Kinds are the effect kinds the step protocol performs, by name.
-var Kinds = map[flowv1.EffectKind]*Kind{
-	flowv1.EffectRunPathway: {
+// Kinds are the effect kinds the step protocol performs.
+var Kinds = []*Kind{
+	{
+		Name: flowv1.EffectClassifyIntent,
+		Call: func(ctx context.Context, agents []agent.Agent, eff *engine.Effect) (any, error) {
+			return agents[0].ClassifyIntent(ctx, *eff.Intent)
+		},
+		Decode:  decodeInto[agent.IntentResponse],
+		Fields:  "intent, confidence (a number), reasoning and usage",
+		Example: "{intent: <transition name or none>, confidence: 0.9}",
+		Encode: func(res *flowv1.AgentResult, usage agent.Usage) any {
+			i := agent.IntentResponse{Intent: res.Intent, Reasoning: res.Reasoning, Usage: usage}
+			fmt.Sscan(string(res.Confidence), &i.Confidence)
+			return i
+		},
+		Describe: func(eff *engine.Effect) string {
+			return fmt.Sprintf("ClassifyIntent of %q", Shorten(eff.Intent.Message, 40))
+		},
+		Pathway: func(*engine.Effect) string { return "" },
+	},
+	{
+		Name: flowv1.EffectRunPathway,
 		Call: func(ctx context.Context, agents []agent.Agent, eff *engine.Effect) (any, error) {
 			return agent.RunPipeline(ctx, agents, eff.Pipeline, *eff.Pathway)
 		},
@@ -54,7 +75,8 @@ var Kinds = map[flowv1.EffectKind]*Kind{
 		Describe: func(eff *engine.Effect) string { return "RunPathway of pathway " + eff.Pathway.Pathway },
 		Pathway:  func(eff *engine.Effect) string { return eff.Pathway.Pathway },
 	},
-	flowv1.EffectDecide: {
+	{
+		Name: flowv1.EffectDecide,
 		Call: func(ctx context.Context, agents []agent.Agent, eff *engine.Effect) (any, error) {
 			if len(agents) > 1 {
 				return agent.DecideEnsemble(ctx, agents, *eff.Decision)
@@ -73,23 +95,6 @@ var Kinds = map[flowv1.EffectKind]*Kind{
 			return fmt.Sprintf("Decide on %s.%s", eff.Decision.Pathway, eff.Decision.Transition)
 		},
 		Pathway: func(eff *engine.Effect) string { return eff.Decision.Pathway },
-	},
-	flowv1.EffectClassifyIntent: {
-		Call: func(ctx context.Context, agents []agent.Agent, eff *engine.Effect) (any, error) {
-			return agents[0].ClassifyIntent(ctx, *eff.Intent)
-		},
-		Decode:  decodeInto[agent.IntentResponse],
-		Fields:  "intent, confidence (a number), reasoning and usage",
-		Example: "{intent: <transition name or none>, confidence: 0.9}",
-		Encode: func(res *flowv1.AgentResult, usage agent.Usage) any {
-			i := agent.IntentResponse{Intent: res.Intent, Reasoning: res.Reasoning, Usage: usage}
-			fmt.Sscan(string(res.Confidence), &i.Confidence)
-			return i
-		},
-		Describe: func(eff *engine.Effect) string {
-			return fmt.Sprintf("ClassifyIntent of %q", Shorten(eff.Intent.Message, 40))
-		},
-		Pathway: func(*engine.Effect) string { return "" },
 	},
 }
 
@@ -130,9 +135,28 @@ func StrictJSON(b []byte, into any) error {
 	return dec.Decode(into)
 }
 
+// KindOf returns the Kind named name.
+func KindOf(name flowv1.EffectKind) (*Kind, bool) {
+	for _, k := range Kinds {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return nil, false
+}
+
+// KindNames lists the kinds' names for a person: "A, B or C".
+func KindNames() string {
+	names := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		names[i] = string(k.Name)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
 // Call performs eff with its agents through the effect's Kind.
 func Call(ctx context.Context, agents []agent.Agent, eff *engine.Effect) (any, error) {
-	k, ok := Kinds[eff.Kind]
+	k, ok := KindOf(eff.Kind)
 	if !ok {
 		return nil, fmt.Errorf("unknown effect kind %q", eff.Kind)
 	}
@@ -145,7 +169,7 @@ func Describe(eff *engine.Effect) string {
 	if len(eff.Agents) > 0 {
 		who = " by agent " + string(eff.Agents[0].Name)
 	}
-	if k, ok := Kinds[eff.Kind]; ok {
+	if k, ok := KindOf(eff.Kind); ok {
 		return k.Describe(eff) + who
 	}
 	return string(eff.Kind) + who
