@@ -48,9 +48,7 @@ var Kinds = []*Kind{
 		Fields:  "intent, confidence (a number), reasoning and usage",
 		Example: "{intent: <transition name or none>, confidence: 0.9}",
 		Encode: func(res *flowv1.AgentResult, usage agent.Usage) any {
-			i := agent.IntentResponse{Intent: res.Intent, Reasoning: res.Reasoning, Usage: usage}
-			fmt.Sscan(string(res.Confidence), &i.Confidence)
-			return i
+			return agent.IntentResponse{Intent: res.Intent, Confidence: confidence(res), Reasoning: res.Reasoning, Usage: usage}
 		},
 		Describe: func(eff *engine.Effect) string {
 			return fmt.Sprintf("ClassifyIntent of %q", Shorten(eff.Intent.Message, 40))
@@ -87,9 +85,7 @@ var Kinds = []*Kind{
 		Fields:  "destination, confidence (a number), reasoning and usage",
 		Example: "{destination: ..., confidence: 0.9, reasoning: ...}",
 		Encode: func(res *flowv1.AgentResult, usage agent.Usage) any {
-			d := agent.DecisionResponse{Destination: res.Destination, Reasoning: res.Reasoning, Usage: usage}
-			fmt.Sscan(string(res.Confidence), &d.Confidence)
-			return d
+			return agent.DecisionResponse{Destination: res.Destination, Confidence: confidence(res), Reasoning: res.Reasoning, Usage: usage}
 		},
 		Describe: func(eff *engine.Effect) string {
 			return fmt.Sprintf("Decide on %s.%s", eff.Decision.Pathway, eff.Decision.Transition)
@@ -118,6 +114,13 @@ func decodePathway(raw []byte) (any, error) {
 		r.Complete = *p.Complete
 	}
 	return r, nil
+}
+
+// confidence is the journaled confidence as a number (0 when there is none).
+func confidence(res *flowv1.AgentResult) float64 {
+	var c float64
+	fmt.Sscan(string(res.Confidence), &c)
+	return c
 }
 
 func decodeInto[T any](raw []byte) (any, error) {

@@ -1,0 +1,147 @@
+package session_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/engine"
+	"github.com/journeyops/journey-operator/internal/journeytest"
+	"github.com/journeyops/journey-operator/internal/revision"
+	"github.com/journeyops/journey-operator/internal/session"
+)
+
+// waitingForClassifier returns a journey whose agents are LLMs, and a Session of it that
+// has started and holds a message: its next step asks the classifier.
+func waitingForClassifier(t *testing.T) (*engine.Snapshot, session.Input) {
+	t.Helper()
+	c, err := journeytest.Load(filepath.Join("..", "journeytest", "testdata", "llm-answers.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, _, err := revision.Build(c.Journey, c.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+	in := session.Input{Generation: 2, Input: engine.Input{
+		Spec:   &flowv1.SessionSpec{JourneyRef: flowv1.JourneyReference{Name: c.Journey}},
+		Status: &flowv1.SessionStatus{}, Now: now, SessionName: "s", SessionUID: "uid", CreationTime: now,
+	}}
+	// Start the Session: the entry pathway is not an Entry pathway, so this writes no effect.
+	loop := session.Loop{Performer: refuse(t)}
+	for range 10 {
+		res, err := loop.Step(context.Background(), snap, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome == session.Unchanged {
+			break
+		}
+		in.Status = res.Status
+	}
+	in.Spec.Messages = []flowv1.Message{{ID: "m1", Text: "My order arrived broken."}}
+	return snap, in
+}
+
+func refuse(t *testing.T) session.Performer {
+	return session.PerformerFunc(func(_ context.Context, eff *engine.Effect) (session.Answer, error) {
+		t.Fatalf("unexpected effect %s", session.Describe(eff))
+		return session.Answer{}, nil
+	})
+}
+
+func answer(a session.Answer, err error) session.Performer {
+	return session.PerformerFunc(func(context.Context, *engine.Effect) (session.Answer, error) { return a, err })
+}
+
+func TestStepJournalsTheAnswer(t *testing.T) {
+	snap, in := waitingForClassifier(t)
+	loop := session.Loop{Performer: answer(session.Answer{Response: agent.IntentResponse{Intent: agent.NoIntent, Confidence: 0.9}}, nil)}
+	res, err := loop.Step(context.Background(), snap, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != session.Performed || res.Effect == nil || res.Effect.Kind != flowv1.EffectClassifyIntent {
+		t.Fatalf("outcome %s, effect %+v: want the classifier's answer performed", res.Outcome, res.Effect)
+	}
+	p := res.Status.PendingEffect
+	if p == nil || p.Kind != flowv1.EffectClassifyIntent || p.Result.Intent != agent.NoIntent || p.InputHash != res.Effect.InputHash {
+		t.Fatalf("pendingEffect %+v: want the answer journaled with the effect's input hash", p)
+	}
+	if len(res.Status.Journal) != 1 || res.Status.Journal[0].ID != p.ID {
+		t.Errorf("journal %+v: want the pending answer", res.Status.Journal)
+	}
+	if c := apimeta.FindStatusCondition(res.Status.Conditions, flowv1.ConditionAgentAvailable); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("AgentAvailable %+v: want True", c)
+	}
+	if res.Status.ObservedGeneration != 2 {
+		t.Errorf("observedGeneration %d, want 2", res.Status.ObservedGeneration)
+	}
+	if in.Status.PendingEffect != nil {
+		t.Error("the step changed its input")
+	}
+}
+
+func TestStepAgentFailures(t *testing.T) {
+	rateLimited := &agent.Error{Class: agent.Transient, Kind: flowv1.FailureRateLimit, Source: flowv1.FailureLLM, Err: errors.New("429")}
+	refused := &agent.Error{Class: agent.Terminal, Kind: flowv1.FailureValidation, Source: flowv1.FailureLLM, Err: errors.New("401")}
+	for _, tc := range []struct {
+		name            string
+		err             error
+		retry           time.Duration
+		outcome         session.Outcome
+		condition       string
+		reason, message string
+	}{
+		{"transient", rateLimited, 0, session.AgentRetry, flowv1.ConditionAgentAvailable, flowv1.ReasonRateLimited, rateLimited.Error()},
+		{"terminal offline", refused, 0, session.AgentStalled, flowv1.ConditionStalled, flowv1.ReasonAgentTerminalError, refused.Error()},
+		{"terminal retried", refused, time.Minute, session.AgentStalled, flowv1.ConditionStalled, flowv1.ReasonAgentTerminalError, refused.Error() + " (retried every 1m0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap, in := waitingForClassifier(t)
+			loop := session.Loop{Performer: answer(session.Answer{Err: tc.err}, nil), StallRetry: tc.retry}
+			res, err := loop.Step(context.Background(), snap, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != tc.outcome || res.Reason != tc.reason || !errors.Is(res.Err, tc.err) {
+				t.Fatalf("outcome %s reason %s err %v: want %s %s", res.Outcome, res.Reason, res.Err, tc.outcome, tc.reason)
+			}
+			if res.Status.PendingEffect != nil || len(res.Status.Journal) != 0 || res.Status.Step != in.Status.Step {
+				t.Errorf("a failed agent call journaled %+v or took a step", res.Status.PendingEffect)
+			}
+			c := apimeta.FindStatusCondition(res.Status.Conditions, tc.condition)
+			if c == nil || c.Reason != tc.reason || !strings.HasPrefix(c.Message, tc.message) || !strings.HasPrefix(res.Message, tc.message) {
+				t.Errorf("%s = %+v, message %q: want reason %s and message %q", tc.condition, c, res.Message, tc.reason, tc.message)
+			}
+			// The same failure again changes nothing more.
+			in.Status = res.Status
+			again, err := loop.Step(context.Background(), snap, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(again.Status, res.Status) {
+				t.Errorf("the same failure changed the status again")
+			}
+		})
+	}
+}
+
+func TestStepWithoutAnswer(t *testing.T) {
+	snap, in := waitingForClassifier(t)
+	missing := errors.New("no recorded answer")
+	loop := session.Loop{Performer: answer(session.Answer{}, missing)}
+	if _, err := loop.Step(context.Background(), snap, in); !errors.Is(err, missing) {
+		t.Fatalf("err %v: want the performer's", err)
+	}
+}
