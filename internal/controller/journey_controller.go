@@ -47,6 +47,7 @@ type JourneyReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// Reconcile validates a Journey, snapshots it, and writes its status at most once.
 func (r *JourneyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	return reconcileStatus(ctx, r.Client, req, &flowv1.Journey{},
 		func(j *flowv1.Journey) *flowv1.JourneyStatus { return &j.Status }, r.reconcile)

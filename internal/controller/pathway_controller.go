@@ -25,6 +25,7 @@ type PathwayReconciler struct {
 // +kubebuilder:rbac:groups=flow.journey.dev,resources=pathways,verbs=get;list;watch
 // +kubebuilder:rbac:groups=flow.journey.dev,resources=pathways/status,verbs=get;update;patch
 
+// Reconcile checks a Pathway and writes its status at most once.
 func (r *PathwayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	return reconcileStatus(ctx, r.Client, req, &flowv1.Pathway{},
 		func(p *flowv1.Pathway) *flowv1.PathwayStatus { return &p.Status }, r.reconcile)

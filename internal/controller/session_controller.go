@@ -68,6 +68,8 @@ type SessionReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// Reconcile takes one step of a Session and writes its status at most once; a finished
+// Session only waits for its TTL.
 func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var s flowv1.Session
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {

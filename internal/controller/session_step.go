@@ -114,8 +114,8 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 			label = "effect"
 		}
 		stepsTotal.WithLabelValues(journey, label).Inc()
-		r.emit(s, old, &s.Status)
-		return r.next(ctx, s, now)
+		r.emit(s, old, st.status)
+		return r.next(ctx, s, st.status.Phase, now)
 	}
 	return st.then
 }
@@ -123,11 +123,11 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 // next is how a Session that a step advanced gets its next step: through the watch of
 // the status just written (nothing to do here), or by requeueing; and a Session that
 // finished expires after its TTL.
-func (r *SessionReconciler) next(ctx context.Context, s *flowv1.Session, now time.Time) outcome {
-	if s.Status.Phase == flowv1.PhaseRunning && r.Advance == AdvanceRequeue {
+func (r *SessionReconciler) next(ctx context.Context, s *flowv1.Session, phase flowv1.Phase, now time.Time) outcome {
+	if phase == flowv1.PhaseRunning && r.Advance == AdvanceRequeue {
 		return outcome{kind: requeue, after: time.Millisecond}
 	}
-	if s.Status.Phase.IsTerminal() {
+	if phase.IsTerminal() {
 		return r.expire(ctx, s, now)
 	}
 	return outcome{}
