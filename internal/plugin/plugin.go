@@ -6,7 +6,6 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,8 +42,6 @@ type Options struct {
 
 	// NewClient builds the API client. Defaults to one built from ConfigFlags.
 	NewClient func() (client.WithWatch, error)
-	// LookPath finds executables (Graphviz dot). Defaults to exec.LookPath.
-	LookPath func(file string) (string, error)
 	// Now is the clock used to stamp approvals. Defaults to time.Now.
 	Now func() time.Time
 	// PollInterval is how often a Session is re-read when it cannot be watched.
@@ -56,7 +53,6 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 	o := &Options{
 		ConfigFlags:  genericclioptions.NewConfigFlags(true),
 		IOStreams:    streams,
-		LookPath:     exec.LookPath,
 		Now:          time.Now,
 		PollInterval: 500 * time.Millisecond,
 	}
