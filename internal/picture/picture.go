@@ -28,6 +28,9 @@ const (
 // look nodes up by name and set their attributes (label, fillcolor, penwidth, ...).
 type Graph = graphviz.Graph
 
+// Node is a node of a Graph.
+type Node = graphviz.Node
+
 // mu serializes every Graphviz call: go-graphviz runs one WebAssembly instance per
 // process, and it is not safe for concurrent use.
 var mu sync.Mutex

@@ -135,7 +135,10 @@ It talks to the cluster of your kubeconfig like kubectl does: -n/--namespace,
   kubectl journey history patient-12345
 
   # Draw a Journey, highlighting where a Session is
-  kubectl journey graph healthcare-referral --session patient-12345 --format svg > journey.svg`,
+  kubectl journey graph healthcare-referral --session patient-12345 --format svg > journey.svg
+
+  # Open a web console: Journeys, live Sessions, approvals
+  kubectl journey dashboard`,
 		Annotations: map[string]string{
 			cobra.CommandDisplayNameAnnotation: "kubectl journey",
 		},
@@ -158,6 +161,7 @@ It talks to the cluster of your kubeconfig like kubectl does: -n/--namespace,
 		newHistoryCommand(o),
 		newGraphCommand(o),
 		newWatchCommand(o),
+		newDashboardCommand(o),
 		newOptionsCommand(),
 	)
 	cmd.AddCommand(journeyTestCommands(o)...)
