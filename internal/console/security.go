@@ -59,7 +59,7 @@ func (s *Server) secure(h http.Handler) http.Handler {
 		hdr.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 		hdr.Set("X-Content-Type-Options", "nosniff")
 		hdr.Set("X-Frame-Options", "DENY")
-		hdr.Set("Referrer-Policy", "no-referrer")
+		hdr.Set("Referrer-Policy", "same-origin")
 		hdr.Set("Cache-Control", "no-store")
 		switch r.Method {
 		case http.MethodGet, http.MethodHead:

@@ -211,7 +211,7 @@ func callItem(e flowv1alpha1.EffectRecord) timelineItem {
 func transitionItem(h flowv1alpha1.HistoryEntry, msgs map[string]string) timelineItem {
 	it := timelineItem{
 		Step: h.Step, Kind: "transition",
-		Title: fmt.Sprintf("Transition %s → %s", cmp.Or(h.From, "(start)"), cmp.Or(h.To, "(end)")),
+		Title: fmt.Sprintf("%s → %s", cmp.Or(h.From, "(start)"), cmp.Or(h.To, "(end)")),
 	}
 	if !h.Time.IsZero() {
 		it.Time = h.Time.UTC().Format(time.RFC3339)
