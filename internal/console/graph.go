@@ -86,11 +86,19 @@ func (s *Server) draw(ctx context.Context, jo *journeyObjects, m marks, label st
 // annotate applies the marks to the parsed graph: element ids (pw-<pathway>) for
 // pathways, counts, and the Session's path.
 func (m marks) annotate(g *picture.Graph) error {
+	edges, err := edgesOf(g)
+	if err != nil {
+		return err
+	}
 	visited := map[string]bool{}
 	steps := map[[2]string][]string{}
 	for i, h := range m.path {
 		visited[h.From], visited[h.To] = true, true
 		k := [2]string{h.From, h.To}
+		if !edges[k] {
+			// A global transition is drawn from the "any pathway" node.
+			k = [2]string{"*", h.To}
+		}
 		steps[k] = append(steps[k], strconv.Itoa(i+1))
 	}
 	for n, err := g.FirstNode(); n != nil && err == nil; n, err = g.NextNode(n) {
@@ -98,11 +106,10 @@ func (m marks) annotate(g *picture.Graph) error {
 		if err != nil {
 			return err
 		}
-		if name == "(start)" || name == "*" || name == "(end)" {
-			continue
-		}
-		if err := m.annotateNode(n, name, visited[name]); err != nil {
-			return err
+		if name != "(start)" && name != "*" && name != "(end)" {
+			if err := m.annotateNode(n, name, visited[name]); err != nil {
+				return err
+			}
 		}
 		for e, err := g.FirstOut(n); e != nil && err == nil; e, err = g.NextOut(e) {
 			head, err := e.Head()
@@ -122,6 +129,26 @@ func (m marks) annotate(g *picture.Graph) error {
 		}
 	}
 	return nil
+}
+
+// edgesOf lists the graph's edges as (from, to) node names.
+func edgesOf(g *picture.Graph) (map[[2]string]bool, error) {
+	edges := map[[2]string]bool{}
+	for n, err := g.FirstNode(); n != nil && err == nil; n, err = g.NextNode(n) {
+		from, err := n.Name()
+		if err != nil {
+			return nil, err
+		}
+		for e, err := g.FirstOut(n); e != nil && err == nil; e, err = g.NextOut(e) {
+			head, err := e.Head()
+			if err != nil {
+				return nil, err
+			}
+			to, _ := head.Name()
+			edges[[2]string{from, to}] = true
+		}
+	}
+	return edges, nil
 }
 
 func (m marks) annotateNode(n *picture.Node, name string, visited bool) error {

@@ -69,7 +69,9 @@ func (s *Server) sessionPage(w http.ResponseWriter, r *http.Request) {
 		if len(v.Path) == 0 && h.From != "" {
 			v.Path = append(v.Path, h.From)
 		}
-		v.Path = append(v.Path, h.To)
+		if h.To != "" {
+			v.Path = append(v.Path, h.To)
+		}
 	}
 	jo, err := s.loadJourney(ctx, types.NamespacedName{Namespace: key.Namespace, Name: ss.Spec.JourneyRef.Name})
 	if err == nil {
