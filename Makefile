@@ -48,12 +48,16 @@ verify: manifests generate docs ## Regenerate everything, then fail if the tree 
 envtest: ## Build kube-apiserver and etcd from source (cached) for tests and the demo.
 	@bash hack/setup-envtest.sh >/dev/null
 
+.PHONY: chromium
+chromium: ## Install Chromium (Debian's package, with apt-get) for the console's browser tests, if missing.
+	@bash hack/setup-chromium.sh >/dev/null
+
 .PHONY: test-unit
 test-unit: ## Unit tests that need no control plane.
 	$(GO) test ./api/... ./internal/engine/... ./internal/agent/... ./internal/expr/...
 
 .PHONY: test
-test: envtest vet ## The whole test suite: unit, envtest, e2e with kubectl.
+test: envtest chromium vet ## The whole test suite: unit, envtest, browser (headless Chromium), e2e with kubectl.
 	KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" $(GO) test -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: bench-engine
@@ -76,7 +80,7 @@ demo: envtest ## Run the sample journeys on a local control plane with the built
 	$(GO) run ./hack/demo
 
 .PHONY: graphs
-graphs: envtest ## Redraw the sample journeys in docs/ with kubectl journey graph.
+graphs: envtest ## Redraw the sample journeys in docs/graphs (Mermaid and SVG) with kubectl journey graph.
 	$(GO) run ./hack/graphs
 
 .PHONY: install-plugin

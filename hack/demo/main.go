@@ -3,13 +3,17 @@
 // the kubectl-journey plugin.
 //
 //	make demo              # tell the story, then shut everything down
-//	DEMO_KEEP=1 make demo  # keep the control plane up and print the KUBECONFIG line
+//	DEMO_KEEP=1 make demo  # keep the control plane up, serve the web console, print
+//	                       # its URL and the KUBECONFIG line
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -62,11 +66,42 @@ func run() error {
 	fmt.Printf("\nDemo finished in %s.\n", time.Since(start).Round(time.Second))
 
 	if os.Getenv("DEMO_KEEP") != "" {
-		fmt.Printf("\nThe control plane stays up. In another shell:\n\n  export KUBECONFIG=%s\n  export PATH=%s:$PATH   # for kubectl journey\n  kubectl get journeys,pathways,sessions\n\nPress Ctrl-C to stop.\n",
-			c.Kubeconfig, filepath.Join(c.Dir, "bin"))
+		url, err := dashboard(ctx, c)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("\nThe control plane stays up.\n\nWeb console (kubectl journey dashboard): %s\n\nIn another shell:\n\n  export KUBECONFIG=%s\n  export PATH=%s:$PATH   # for kubectl journey\n  kubectl get journeys,pathways,sessions\n\nPress Ctrl-C to stop.\n",
+			url, c.Kubeconfig, filepath.Join(c.Dir, "bin"))
 		<-ctx.Done()
 	}
 	return nil
+}
+
+// dashboard runs `kubectl journey dashboard` against the demo cluster until ctx ends
+// and returns the URL it prints.
+func dashboard(ctx context.Context, c *localcluster.Cluster) (string, error) {
+	cmd := exec.CommandContext(ctx, "kubectl", "journey", "dashboard", "--port", "0")
+	cmd.Env = append(os.Environ(),
+		"KUBECONFIG="+c.Kubeconfig,
+		"PATH="+filepath.Join(c.Dir, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("starting kubectl journey dashboard: %w", err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("kubectl journey dashboard printed no URL: %w", err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, out); _ = cmd.Wait() }()
+	fields := strings.Fields(strings.TrimPrefix(line, "Journey console at "))
+	if len(fields) == 0 || !strings.HasPrefix(fields[0], "http://") {
+		return "", fmt.Errorf("kubectl journey dashboard printed %q", line)
+	}
+	return fields[0], nil
 }
 
 func say(format string, args ...any) {

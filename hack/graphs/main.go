@@ -1,6 +1,8 @@
 // Command graphs draws the sample journeys with `kubectl journey graph` on a local
-// control plane and writes them to docs/graphs/<journey>.mmd and into the marked blocks
-// of docs/concepts.md. The e2e tests check that the committed pictures are current.
+// control plane and writes them to docs/graphs/<journey>.mmd (Mermaid) and
+// docs/graphs/<journey>.svg (laid out by Graphviz, as kubectl journey graph --format svg
+// and the console draw them), and points the marked blocks of docs/concepts.md at the
+// SVG files. The e2e tests check that the committed pictures are current.
 package main
 
 import (
@@ -50,26 +52,30 @@ func run() error {
 		if _, err := c.Kubectl("wait", "--for=condition=Ready", "--timeout=30s", "journey/"+j); err != nil {
 			return err
 		}
-		out, err := c.Kubectl("journey", "graph", j, "--format", "mermaid")
-		if err != nil {
-			return err
+		for _, format := range []string{"mermaid", "svg"} {
+			out, err := c.Kubectl("journey", "graph", j, "--format", format)
+			if err != nil {
+				return err
+			}
+			ext := map[string]string{"mermaid": ".mmd", "svg": ".svg"}[format]
+			if err := os.WriteFile(filepath.Join(root, "docs", "graphs", j+ext), []byte(out), 0o644); err != nil {
+				return err
+			}
 		}
-		if err := os.WriteFile(filepath.Join(root, "docs", "graphs", j+".mmd"), []byte(out), 0o644); err != nil {
-			return err
-		}
-		block := regexp.MustCompile("(?s)<!-- graph:" + regexp.QuoteMeta(j) + " -->\n```mermaid\n.*?```\n<!-- /graph -->")
+		block := regexp.MustCompile("(?s)<!-- graph:" + regexp.QuoteMeta(j) + " -->\n.*?<!-- /graph -->")
 		if !block.Match(concepts) {
 			return fmt.Errorf("docs/concepts.md has no block for %s", j)
 		}
 		concepts = block.ReplaceAllFunc(concepts, func([]byte) []byte {
-			return []byte(MermaidBlock(j, out))
+			return []byte(PictureBlock(j))
 		})
 		fmt.Println("drew", j)
 	}
 	return os.WriteFile(conceptsPath, concepts, 0o644)
 }
 
-// MermaidBlock is the marked block of docs/concepts.md that shows journey's picture.
-func MermaidBlock(journey, mermaid string) string {
-	return "<!-- graph:" + journey + " -->\n```mermaid\n" + mermaid + "```\n<!-- /graph -->"
+// PictureBlock is the marked block of docs/concepts.md that shows journey's picture.
+func PictureBlock(journey string) string {
+	return "<!-- graph:" + journey + " -->\n![The " + journey + " journey, drawn by kubectl journey graph --format svg](graphs/" +
+		journey + ".svg)\n\n(Mermaid source: [graphs/" + journey + ".mmd](graphs/" + journey + ".mmd))\n<!-- /graph -->"
 }

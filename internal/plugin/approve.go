@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -94,23 +95,9 @@ func (ao *approveOptions) run(ctx context.Context, name string) error {
 	if _, err := CheckApproval(s, ao.decision, ao.to, ao.reject); err != nil {
 		return err
 	}
-	by := currentUser(ctx, c, ao.Options)
-	var approval flowv1alpha1.Approval
-	_, err = appendToSession(ctx, c, key, "approvals", func(s *flowv1alpha1.Session) (any, error) {
-		id, err := CheckApproval(s, ao.decision, ao.to, ao.reject)
-		if err != nil {
-			return nil, err
-		}
-		now := metav1.NewTime(ao.Now().UTC().Truncate(time.Second))
-		approval = flowv1alpha1.Approval{
-			DecisionID:  id,
-			Approve:     !ao.reject,
-			Destination: flowv1alpha1.Name(ao.to),
-			By:          by,
-			At:          &now,
-			Reason:      ao.reason,
-		}
-		return approval, nil
+	approval, err := Approve(ctx, c, key, ApprovalRequest{
+		DecisionID: ao.decision, To: ao.to, Reject: ao.reject, Reason: ao.reason,
+		By: currentUser(ctx, c, ao.Options), At: ao.Now(),
 	})
 	if err != nil {
 		return err
@@ -125,6 +112,53 @@ func (ao *approveOptions) run(ctx context.Context, name string) error {
 	}
 	fmt.Fprintln(ao.Out)
 	return nil
+}
+
+// ApprovalRequest answers the decision a Session waits for.
+type ApprovalRequest struct {
+	// DecisionID is the decision answered; empty means the pending one.
+	DecisionID string
+	// To overrides the destination; it must be one of the decision's allowed ones.
+	To string
+	// Reject rejects the decision instead of approving it.
+	Reject bool
+	// Reason is recorded with the approval.
+	Reason string
+	// By is who answers, as far as the caller can tell; the approval webhook, when
+	// installed, stamps the user the API server authenticated instead.
+	By string
+	// At is when; it is kept to the second.
+	At time.Time
+}
+
+// Approve appends r to spec.approvals of the Session key, acting with c (and so with
+// c's identity and permissions). It is checked with CheckApproval against the latest
+// Session before it is sent and again on every retry, so nothing is sent for a decision
+// that is not pending. It returns the approval as sent.
+func Approve(ctx context.Context, c client.Client, key types.NamespacedName, r ApprovalRequest) (flowv1alpha1.Approval, error) {
+	if len(r.Reason) > 1024 {
+		return flowv1alpha1.Approval{}, fmt.Errorf("the reason is %d characters; at most 1024 are kept", len(r.Reason))
+	}
+	var approval flowv1alpha1.Approval
+	_, err := appendToSession(ctx, c, key, "approvals", func(s *flowv1alpha1.Session) (any, error) {
+		id, err := CheckApproval(s, r.DecisionID, r.To, r.Reject)
+		if err != nil {
+			return nil, err
+		}
+		approval = flowv1alpha1.Approval{
+			DecisionID:  id,
+			Approve:     !r.Reject,
+			Destination: flowv1alpha1.Name(r.To),
+			By:          r.By,
+			Reason:      r.Reason,
+		}
+		if !r.At.IsZero() {
+			at := metav1.NewTime(r.At.UTC().Truncate(time.Second))
+			approval.At = &at
+		}
+		return approval, nil
+	})
+	return approval, err
 }
 
 // pendingDecision is the decision the Session waits on, or nil.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -467,11 +466,15 @@ func TestGraphOnCluster(t *testing.T) {
 	if out != want.Mermaid() {
 		t.Errorf("graph --format mermaid:\n%s", lineDiff(want.Mermaid(), out))
 	}
-	if _, err := exec.LookPath("dot"); err == nil {
-		out, _, err = kubectlJourney(ctx, "graph", "referral", "--format", "svg")
-		if err != nil || !strings.Contains(out, "<svg") || !strings.Contains(out, "<title>faq</title>") {
-			t.Errorf("graph --format svg: %v\n%s", err, out)
-		}
+	// Graphviz is built in: pictures need no dot binary on PATH.
+	t.Setenv("PATH", t.TempDir())
+	out, _, err = kubectlJourney(ctx, "graph", "referral", "--format", "svg")
+	if err != nil || !strings.Contains(out, "<svg") || !strings.Contains(out, "<title>faq</title>") {
+		t.Errorf("graph --format svg: %v\n%s", err, out)
+	}
+	out, _, err = kubectlJourney(ctx, "graph", "referral", "--format", "png")
+	if err != nil || !strings.HasPrefix(out, "\x89PNG\r\n") {
+		t.Errorf("graph --format png: %v; output starts %q", err, out[:min(len(out), 16)])
 	}
 	if _, _, err := kubectlJourney(ctx, "graph", "other", "--session", "drawn"); err == nil || !strings.Contains(err.Error(), "runs journey referral, not other") {
 		t.Errorf("graph of another journey: %v", err)

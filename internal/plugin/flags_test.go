@@ -124,7 +124,7 @@ func TestApproveFlagValidationNeedsNoCluster(t *testing.T) {
 		{"say", "s", "hello", "--id", "-bad"},
 		{"say", "s", "   "},
 		{"history", "s", "-o", "json"},
-		{"graph", "j", "--format", "png"},
+		{"graph", "j", "--format", "jpeg"},
 		{"graph"},
 		{"watch", "s", "--timeout", "-1s"},
 	} {

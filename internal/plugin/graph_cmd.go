@@ -1,11 +1,9 @@
 package plugin
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -13,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/picture"
 )
 
 const graphExample = `  # Draw a Journey as Graphviz DOT
@@ -21,11 +20,11 @@ const graphExample = `  # Draw a Journey as Graphviz DOT
   # As a Mermaid flowchart, for Markdown
   kubectl journey graph healthcare-referral --format mermaid
 
-  # As SVG (needs Graphviz), highlighting the pathway a Session is in
-  kubectl journey graph --session patient-12345 --format svg > session.svg`
+  # As an SVG picture, highlighting the pathway a Session is in
+  kubectl journey graph --session patient-12345 --format svg > session.svg
 
-// errNoDot is returned for --format svg without Graphviz.
-var errNoDot = errors.New("Graphviz 'dot' not found; install graphviz or use --format dot|mermaid")
+  # As a PNG image
+  kubectl journey graph healthcare-referral --format png > journey.png`
 
 type graphOptions struct {
 	*Options
@@ -38,7 +37,8 @@ func newGraphCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "graph [JOURNEY] [--session SESSION]",
 		Short: "Draw a Journey's pathways and transitions",
-		Long: `Draw a Journey and its Pathways as a graph, in Graphviz DOT (default), Mermaid or SVG.
+		Long: `Draw a Journey and its Pathways as a graph, in Graphviz DOT (default), Mermaid, or as
+an SVG or PNG picture.
 
 Pathways are nodes: rounded boxes, hexagons for External executors, dashed for detours
 (returnBehavior ReturnToPrevious); the entry pathway has a thick border and an arrow
@@ -52,7 +52,8 @@ A decision or outcome with action Close goes to the "end" node.
 
 --session fills the pathway the Session is in; JOURNEY defaults to the Session's
 journey. The output is sorted, so the same Journey always draws the same text.
---format svg runs Graphviz's dot, which must be on PATH.`,
+--format svg and png lay the DOT out with Graphviz built into the plugin (no dot
+binary needed); kubectl journey dashboard shows the same pictures.`,
 		Example: graphExample,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
@@ -68,26 +69,19 @@ journey. The output is sorted, so the same Journey always draws the same text.
 			return gro.run(cmd.Context(), journey)
 		},
 	}
-	cmd.Flags().StringVar(&gro.format, "format", "dot", "Output format: dot, mermaid or svg")
+	cmd.Flags().StringVar(&gro.format, "format", "dot", "Output format: dot, mermaid, svg or png")
 	cmd.Flags().StringVar(&gro.session, "session", "", "Highlight the pathway this Session is in")
 	_ = cmd.RegisterFlagCompletionFunc("format", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return []string{"dot", "mermaid", "svg"}, cobra.ShellCompDirectiveNoFileComp
+		return []string{"dot", "mermaid", "svg", "png"}, cobra.ShellCompDirectiveNoFileComp
 	})
 	return cmd
 }
 
 func (gro *graphOptions) run(ctx context.Context, journey string) error {
-	dotPath := ""
 	switch gro.format {
-	case "dot", "mermaid":
-	case "svg":
-		p, err := gro.LookPath("dot")
-		if err != nil {
-			return errNoDot
-		}
-		dotPath = p
+	case "dot", "mermaid", "svg", "png":
 	default:
-		return fmt.Errorf("--format %q is not supported; use dot, mermaid or svg", gro.format)
+		return fmt.Errorf("--format %q is not supported; use dot, mermaid, svg or png", gro.format)
 	}
 	if journey == "" && gro.session == "" {
 		return errors.New("name a JOURNEY, or a Session with --session")
@@ -140,21 +134,14 @@ func (gro *graphOptions) run(ctx context.Context, journey string) error {
 	case "mermaid":
 		_, err = fmt.Fprint(gro.Out, g.Mermaid())
 		return err
-	case "svg":
-		return runDot(ctx, dotPath, g.DOT(), gro)
+	case "svg", "png":
+		pic, err := picture.Render(ctx, g.DOT(), picture.Format(gro.format), nil)
+		if err != nil {
+			return err
+		}
+		_, err = gro.Out.Write(pic)
+		return err
 	}
 	_, err = fmt.Fprint(gro.Out, g.DOT())
 	return err
-}
-
-func runDot(ctx context.Context, dotPath, src string, o *graphOptions) error {
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, dotPath, "-Tsvg")
-	cmd.Stdin = strings.NewReader(src)
-	cmd.Stdout = o.Out
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("running Graphviz dot: %w: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	return nil
 }

@@ -172,20 +172,19 @@ func TestGraphMarksMissingPathways(t *testing.T) {
 	}
 }
 
-func TestGraphSVGWithoutGraphviz(t *testing.T) {
+func TestGraphUnknownFormat(t *testing.T) {
 	var out, errOut bytes.Buffer
 	o := NewOptions(genericiooptions.IOStreams{Out: &out, ErrOut: &errOut})
-	o.LookPath = func(string) (string, error) { return "", errors.New("not found") }
 	called := false
 	o.NewClient = func() (client.WithWatch, error) { called = true; return nil, errors.New("no cluster in this test") }
 	cmd := NewCommandWithOptions(o)
-	cmd.SetArgs([]string{"graph", "referral", "--format", "svg"})
+	cmd.SetArgs([]string{"graph", "referral", "--format", "jpeg"})
 	err := cmd.Execute()
-	if err == nil || err.Error() != "Graphviz 'dot' not found; install graphviz or use --format dot|mermaid" {
+	if err == nil || err.Error() != `--format "jpeg" is not supported; use dot, mermaid, svg or png` {
 		t.Fatalf("got error %v", err)
 	}
 	if called {
-		t.Error("the cluster was contacted although svg cannot be drawn")
+		t.Error("the cluster was contacted although the format is unknown")
 	}
 }
 

@@ -6,7 +6,6 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,8 +42,6 @@ type Options struct {
 
 	// NewClient builds the API client. Defaults to one built from ConfigFlags.
 	NewClient func() (client.WithWatch, error)
-	// LookPath finds executables (Graphviz dot). Defaults to exec.LookPath.
-	LookPath func(file string) (string, error)
 	// Now is the clock used to stamp approvals. Defaults to time.Now.
 	Now func() time.Time
 	// PollInterval is how often a Session is re-read when it cannot be watched.
@@ -56,7 +53,6 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 	o := &Options{
 		ConfigFlags:  genericclioptions.NewConfigFlags(true),
 		IOStreams:    streams,
-		LookPath:     exec.LookPath,
 		Now:          time.Now,
 		PollInterval: 500 * time.Millisecond,
 	}
@@ -139,7 +135,10 @@ It talks to the cluster of your kubeconfig like kubectl does: -n/--namespace,
   kubectl journey history patient-12345
 
   # Draw a Journey, highlighting where a Session is
-  kubectl journey graph healthcare-referral --session patient-12345 --format svg > journey.svg`,
+  kubectl journey graph healthcare-referral --session patient-12345 --format svg > journey.svg
+
+  # Open a web console: Journeys, live Sessions, approvals
+  kubectl journey dashboard`,
 		Annotations: map[string]string{
 			cobra.CommandDisplayNameAnnotation: "kubectl journey",
 		},
@@ -162,6 +161,7 @@ It talks to the cluster of your kubeconfig like kubectl does: -n/--namespace,
 		newHistoryCommand(o),
 		newGraphCommand(o),
 		newWatchCommand(o),
+		newDashboardCommand(o),
 		newOptionsCommand(),
 	)
 	cmd.AddCommand(journeyTestCommands(o)...)

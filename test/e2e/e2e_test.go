@@ -206,7 +206,8 @@ func TestApprovalWithPlugin(t *testing.T) {
 	}
 }
 
-// The journey pictures committed under docs/graphs are what the plugin draws today.
+// The journey pictures committed under docs/graphs (Mermaid and SVG) are what the plugin
+// draws today.
 func TestCommittedGraphsMatchThePlugin(t *testing.T) {
 	ns := "e2e-graphs"
 	namespace(t, ns)
@@ -218,6 +219,13 @@ func TestCommittedGraphsMatchThePlugin(t *testing.T) {
 		got := journey(t, ns, "graph", j, "--format", "mermaid")
 		if got != string(want) {
 			t.Errorf("docs/graphs/%s.mmd is stale: run make graphs\n--- plugin ---\n%s", j, got)
+		}
+		wantSVG, err := os.ReadFile(repoPath(t, "docs/graphs/"+j+".svg"))
+		if err != nil {
+			t.Fatalf("%v (regenerate with: make graphs)", err)
+		}
+		if got := journey(t, ns, "graph", j, "--format", "svg"); got != string(wantSVG) {
+			t.Errorf("docs/graphs/%s.svg is stale: run make graphs", j)
 		}
 	}
 }
