@@ -39,10 +39,14 @@ fmt: ## Run go fmt.
 vet: ## Run go vet.
 	$(GO) vet ./...
 
+.PHONY: chart
+chart: manifests ## Regenerate the Helm chart's CRDs, RBAC rules and webhooks (dist/chart) from config/.
+	$(GO) run ./hack/chart .
+
 .PHONY: verify
-verify: manifests generate docs ## Regenerate everything, then fail if the tree changed.
+verify: manifests generate docs chart ## Regenerate everything, then fail if the tree changed.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	@git diff --exit-code -- api config docs || { echo "generated files are stale: run 'make manifests generate docs' and commit"; exit 1; }
+	@git diff --exit-code -- api config docs dist || { echo "generated files are stale: run 'make manifests generate docs' and commit"; exit 1; }
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver and etcd from source (cached) for tests and the demo.

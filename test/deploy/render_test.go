@@ -15,8 +15,6 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-
-	
 )
 
 // chartDir is the chart, kubebuilder's helm plugin layout.
