@@ -98,12 +98,26 @@ uninstall: ## Remove the CRDs.
 	kubectl delete -k config/crd --ignore-not-found
 
 .PHONY: deploy
-deploy: manifests ## Deploy the manager (image $(IMG)) with kustomize.
-	kubectl apply -k config/default
+deploy: manifests ## Deploy the manager (image $(IMG)) with kustomize; needs cert-manager (docs/operations.md).
+	$(GO) run ./hack/kustomize -image $(IMG) config/default | kubectl apply --server-side -f -
 
 .PHONY: undeploy
-undeploy: ## Remove the manager.
-	kubectl delete -k config/default --ignore-not-found
+undeploy: ## Remove the manager (and the CRDs, with every Journey, Pathway and Session).
+	$(GO) run ./hack/kustomize config/default | kubectl delete --ignore-not-found -f -
+
+##@ Image
+
+IMAGE_TAR ?= bin/journey-operator.tar
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+
+.PHONY: image
+image: ## Build the manager's OCI image as a tarball ($(IMAGE_TAR), tagged $(IMG)) without Docker.
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags='-s -w' -o bin/linux-$(IMAGE_ARCH)/manager ./cmd/manager
+	$(GO) run ./hack/image -binary bin/linux-$(IMAGE_ARCH)/manager -arch $(IMAGE_ARCH) -tag $(IMG) -out $(IMAGE_TAR)
+
+.PHONY: image-push
+image-push: ## Push $(IMAGE_TAR) to $(IMG) with crane (credentials from ~/.docker/config.json or crane auth login).
+	$(GO) tool crane push $(IMAGE_TAR) $(IMG)
 
 ##@ Scale and reliability
 
