@@ -39,10 +39,14 @@ fmt: ## Run go fmt.
 vet: ## Run go vet.
 	$(GO) vet ./...
 
+.PHONY: chart
+chart: manifests ## Regenerate the Helm chart's CRDs, RBAC rules and webhooks (dist/chart) from config/.
+	$(GO) run ./hack/chart .
+
 .PHONY: verify
-verify: manifests generate docs ## Regenerate everything, then fail if the tree changed.
+verify: manifests generate docs chart ## Regenerate everything, then fail if the tree changed.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	@git diff --exit-code -- api config docs || { echo "generated files are stale: run 'make manifests generate docs' and commit"; exit 1; }
+	@git diff --exit-code -- api config docs dist || { echo "generated files are stale: run 'make manifests generate docs' and commit"; exit 1; }
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver and etcd from source (cached) for tests and the demo.
@@ -98,12 +102,26 @@ uninstall: ## Remove the CRDs.
 	kubectl delete -k config/crd --ignore-not-found
 
 .PHONY: deploy
-deploy: manifests ## Deploy the manager (image $(IMG)) with kustomize.
-	kubectl apply -k config/default
+deploy: manifests ## Deploy the manager (image $(IMG)) with kustomize; needs cert-manager (docs/operations.md).
+	$(GO) run ./hack/kustomize -image $(IMG) config/default | kubectl apply --server-side -f -
 
 .PHONY: undeploy
-undeploy: ## Remove the manager.
-	kubectl delete -k config/default --ignore-not-found
+undeploy: ## Remove the manager (and the CRDs, with every Journey, Pathway and Session).
+	$(GO) run ./hack/kustomize config/default | kubectl delete --ignore-not-found -f -
+
+##@ Image
+
+IMAGE_TAR ?= bin/journey-operator.tar
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+
+.PHONY: image
+image: ## Build the manager's OCI image as a tarball ($(IMAGE_TAR), tagged $(IMG)) without Docker.
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags='-s -w' -o bin/linux-$(IMAGE_ARCH)/manager ./cmd/manager
+	$(GO) run ./hack/image -binary bin/linux-$(IMAGE_ARCH)/manager -arch $(IMAGE_ARCH) -tag $(IMG) -out $(IMAGE_TAR)
+
+.PHONY: image-push
+image-push: ## Push $(IMAGE_TAR) to $(IMG) with crane (credentials from ~/.docker/config.json or crane auth login).
+	$(GO) tool crane push $(IMAGE_TAR) $(IMG)
 
 ##@ Scale and reliability
 

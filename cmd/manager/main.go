@@ -3,13 +3,17 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -20,26 +24,63 @@ import (
 	"github.com/journeyops/journey-operator/internal/webhook"
 )
 
+// flags are the manager's command-line settings.
+type flags struct {
+	metricsAddr, probeAddr, advance string
+	shardSelector, watchNamespaces  string
+	leaderElect, secureMetrics      bool
+	enableWebhooks                  bool
+	concurrency                     int
+	qps                             float64
+	burst                           int
+}
+
+func (f *flags) bind(fs *flag.FlagSet) {
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint (:8443 for HTTPS, :8080 for HTTP, 0 to disable).")
+	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
+	fs.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader so that only one manager is active (active/standby).")
+	fs.BoolVar(&f.secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
+	fs.BoolVar(&f.enableWebhooks, "enable-webhooks", true, "Serve the Session admission webhook (stamps and authorizes approvals). Needs serving certificates, e.g. from cert-manager (config/default).")
+	fs.IntVar(&f.concurrency, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "Sessions stepped in parallel; also the most agent calls in flight.")
+	fs.StringVar(&f.advance, "advance", string(controller.AdvanceWatch), "How Running Sessions get their next step: watch or requeue.")
+	fs.StringVar(&f.shardSelector, "shard-selector", "", "Label selector of the Sessions this manager runs, e.g. 'journey.dev/shard=a' (empty: all). Each shard elects its own leader.")
+	fs.StringVar(&f.watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces whose Journeys, Pathways and Sessions this manager runs (empty: every namespace). With a list, the manager needs Roles in those namespaces only, not a ClusterRole.")
+	fs.Float64Var(&f.qps, "kube-api-qps", 200, "Client queries per second to the API server, per resource type (each step writes one Session status).")
+	fs.IntVar(&f.burst, "kube-api-burst", 400, "Client burst to the API server, per resource type.")
+}
+
+// parseNamespaces reads --watch-namespaces: nil (every namespace) for an empty list,
+// else one entry per distinct namespace, each a valid namespace name.
+func parseNamespaces(list string) (map[string]cache.Config, error) {
+	var namespaces map[string]cache.Config
+	for _, ns := range strings.Split(list, ",") {
+		ns = strings.TrimSpace(ns)
+		if ns == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("namespace %q: %s", ns, strings.Join(errs, "; "))
+		}
+		if namespaces == nil {
+			namespaces = map[string]cache.Config{}
+		}
+		namespaces[ns] = cache.Config{}
+	}
+	return namespaces, nil
+}
+
+// cacheOptions are the controllers' cache options for shard, restricted to
+// namespaces when that is not nil: the informers list and watch only there, so the
+// manager neither sees nor steps Sessions elsewhere, and needs no cluster-wide access.
+func cacheOptions(shard labels.Selector, namespaces map[string]cache.Config) cache.Options {
+	opts := controller.CacheOptions(shard)
+	opts.DefaultNamespaces = namespaces
+	return opts
+}
+
 func main() {
-	var (
-		metricsAddr, probeAddr, advance string
-		shardSelector                   string
-		leaderElect, secureMetrics      bool
-		enableWebhooks                  bool
-		concurrency                     int
-		qps                             float64
-		burst                           int
-	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint (:8443 for HTTPS, :8080 for HTTP, 0 to disable).")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one manager is active (active/standby).")
-	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
-	flag.BoolVar(&enableWebhooks, "enable-webhooks", true, "Serve the Session admission webhook (stamps and authorizes approvals). Needs serving certificates, e.g. from cert-manager (config/default).")
-	flag.IntVar(&concurrency, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "Sessions stepped in parallel; also the most agent calls in flight.")
-	flag.StringVar(&advance, "advance", string(controller.AdvanceWatch), "How Running Sessions get their next step: watch or requeue.")
-	flag.StringVar(&shardSelector, "shard-selector", "", "Label selector of the Sessions this manager runs, e.g. 'journey.dev/shard=a' (empty: all). Each shard elects its own leader.")
-	flag.Float64Var(&qps, "kube-api-qps", 200, "Client queries per second to the API server, per resource type (each step writes one Session status).")
-	flag.IntVar(&burst, "kube-api-burst", 400, "Client burst to the API server, per resource type.")
+	var f flags
+	f.bind(flag.CommandLine)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -50,50 +91,63 @@ func main() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(flowv1.AddToScheme(scheme))
 
-	shard, err := labels.Parse(shardSelector)
+	shard, err := labels.Parse(f.shardSelector)
 	if err != nil {
-		log.Error(err, "Invalid --shard-selector", "selector", shardSelector)
+		log.Error(err, "Invalid --shard-selector", "selector", f.shardSelector)
+		os.Exit(2)
+	}
+	namespaces, err := parseNamespaces(f.watchNamespaces)
+	if err != nil {
+		log.Error(err, "Invalid --watch-namespaces", "namespaces", f.watchNamespaces)
 		os.Exit(2)
 	}
 
 	cfg := ctrl.GetConfigOrDie()
-	cfg.QPS, cfg.Burst = float32(qps), burst
-	metricsOpts := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics}
-	if secureMetrics {
+	cfg.QPS, cfg.Burst = float32(f.qps), f.burst
+	metricsOpts := metricsserver.Options{BindAddress: f.metricsAddr, SecureServing: f.secureMetrics}
+	if f.secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsOpts,
-		HealthProbeBindAddress: probeAddr,
-		LeaderElection:         leaderElect,
+		HealthProbeBindAddress: f.probeAddr,
+		LeaderElection:         f.leaderElect,
 		LeaderElectionID:       controller.LeaderElectionID(shard),
-		Cache:                  controller.CacheOptions(shard),
+		Cache:                  cacheOptions(shard, namespaces),
 	})
 	if err != nil {
 		log.Error(err, "Unable to create manager")
 		os.Exit(1)
 	}
-	if err := controller.Setup(mgr, controller.Options{
-		Advance:                 controller.AdvanceMode(advance),
-		MaxConcurrentReconciles: concurrency,
-		ShardSelector:           shard,
-	}); err != nil {
-		log.Error(err, "Unable to set up controllers")
+	if err := setup(mgr, f, shard); err != nil {
+		log.Error(err, "Unable to set up the manager")
 		os.Exit(1)
 	}
-	if enableWebhooks {
-		if err := webhook.SetupWebhooks(mgr, webhook.Options{}); err != nil {
-			log.Error(err, "Unable to set up webhooks")
-			os.Exit(1)
-		}
-	}
-	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
-	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
 
-	log.Info("Starting manager")
+	log.Info("Starting manager", "watchNamespaces", f.watchNamespaces)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "Manager stopped with an error")
 		os.Exit(1)
 	}
+}
+
+// setup registers the controllers, the webhooks when enabled, and the health checks.
+func setup(mgr ctrl.Manager, f flags, shard labels.Selector) error {
+	if err := controller.Setup(mgr, controller.Options{
+		Advance:                 controller.AdvanceMode(f.advance),
+		MaxConcurrentReconciles: f.concurrency,
+		ShardSelector:           shard,
+	}); err != nil {
+		return fmt.Errorf("controllers: %w", err)
+	}
+	if f.enableWebhooks {
+		if err := webhook.SetupWebhooks(mgr, webhook.Options{}); err != nil {
+			return fmt.Errorf("webhooks: %w", err)
+		}
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("readyz", healthz.Ping)
 }

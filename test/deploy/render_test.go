@@ -1,0 +1,123 @@
+package deploy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+// chartDir is the chart, kubebuilder's helm plugin layout.
+var chartDir = filepath.Join(repoRoot(), "dist", "chart")
+
+// repoRoot is the module root, found from this file's location.
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// rendered is a rendered install: its objects by kind/namespace/name.
+type rendered struct {
+	objs  []*unstructured.Unstructured
+	byKey map[string]*unstructured.Unstructured
+}
+
+func key(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
+
+func (r *rendered) get(t *testing.T, kind, namespace, name string) *unstructured.Unstructured {
+	t.Helper()
+	u, ok := r.byKey[key(kind, namespace, name)]
+	if !ok {
+		t.Fatalf("renders no %s %s/%s", kind, namespace, name)
+	}
+	return u
+}
+
+func (r *rendered) ofKind(kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, u := range r.objs {
+		if u.GetKind() == kind {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func decode(t *testing.T, manifest []byte) *rendered {
+	t.Helper()
+	r := &rendered{byKey: map[string]*unstructured.Unstructured{}}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifest), 4096)
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatalf("decoding rendered manifests: %v", err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: m}
+		k := key(u.GetKind(), u.GetNamespace(), u.GetName())
+		if _, dup := r.byKey[k]; dup {
+			t.Fatalf("renders %s twice", k)
+		}
+		r.objs = append(r.objs, u)
+		r.byKey[k] = u
+	}
+	return r
+}
+
+// renderChartErr renders the chart as `helm install --dry-run` does, with the values
+// checked against values.schema.json.
+func renderChartErr(release, namespace string, values map[string]any) ([]byte, error) {
+	chrt, err := loader.Load(chartDir)
+	if err != nil {
+		return nil, err
+	}
+	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	install.DryRun, install.ClientOnly, install.Replace = true, true, true
+	install.ReleaseName, install.Namespace = release, namespace
+	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.37.1", Major: "1", Minor: "37"}
+	rel, err := install.Run(chrt, values)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(rel.Manifest), nil
+}
+
+func renderChart(t *testing.T, release, namespace string, values map[string]any) *rendered {
+	t.Helper()
+	out, err := renderChartErr(release, namespace, values)
+	if err != nil {
+		t.Fatalf("rendering the chart: %v", err)
+	}
+	return decode(t, out)
+}
+
+// renderKustomize builds a kustomization with the kustomize API (what
+// `kubectl apply -k` runs).
+func renderKustomize(t *testing.T, dir string) *rendered {
+	t.Helper()
+	opts := krusty.MakeDefaultOptions()
+	resMap, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	out, err := resMap.AsYaml()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decode(t, out)
+}
