@@ -47,76 +47,9 @@ func (p *parser) value(depth int) (any, bool) {
 	}
 	switch c := p.b[p.i]; {
 	case c == '{':
-		p.i++
-		m := map[string]any{}
-		p.space()
-		if p.i < len(p.b) && p.b[p.i] == '}' {
-			p.i++
-			return m, true
-		}
-		for {
-			p.space()
-			if p.i >= len(p.b) || p.b[p.i] != '"' {
-				return nil, false
-			}
-			k, ok := p.str()
-			if !ok {
-				return nil, false
-			}
-			p.space()
-			if p.i >= len(p.b) || p.b[p.i] != ':' {
-				return nil, false
-			}
-			p.i++
-			p.space()
-			v, ok := p.value(depth + 1)
-			if !ok {
-				return nil, false
-			}
-			m[k] = v
-			p.space()
-			if p.i >= len(p.b) {
-				return nil, false
-			}
-			if p.b[p.i] == ',' {
-				p.i++
-				continue
-			}
-			if p.b[p.i] == '}' {
-				p.i++
-				return m, true
-			}
-			return nil, false
-		}
+		return p.object(depth)
 	case c == '[':
-		p.i++
-		list := []any{}
-		p.space()
-		if p.i < len(p.b) && p.b[p.i] == ']' {
-			p.i++
-			return list, true
-		}
-		for {
-			p.space()
-			v, ok := p.value(depth + 1)
-			if !ok {
-				return nil, false
-			}
-			list = append(list, v)
-			p.space()
-			if p.i >= len(p.b) {
-				return nil, false
-			}
-			if p.b[p.i] == ',' {
-				p.i++
-				continue
-			}
-			if p.b[p.i] == ']' {
-				p.i++
-				return list, true
-			}
-			return nil, false
-		}
+		return p.array(depth)
 	case c == '"':
 		return p.str()
 	case c == 't':
@@ -129,6 +62,85 @@ func (p *parser) value(depth int) (any, bool) {
 		return p.number()
 	}
 	return nil, false
+}
+
+// object parses an object at p.i (a '{').
+func (p *parser) object(depth int) (any, bool) {
+	p.i++
+	m := map[string]any{}
+	p.space()
+	if p.i < len(p.b) && p.b[p.i] == '}' {
+		p.i++
+		return m, true
+	}
+	for {
+		p.space()
+		if p.i >= len(p.b) || p.b[p.i] != '"' {
+			return nil, false
+		}
+		k, ok := p.str()
+		if !ok {
+			return nil, false
+		}
+		p.space()
+		if p.i >= len(p.b) || p.b[p.i] != ':' {
+			return nil, false
+		}
+		p.i++
+		p.space()
+		v, ok := p.value(depth + 1)
+		if !ok {
+			return nil, false
+		}
+		m[k] = v
+		if more, ok := p.next('}'); !ok {
+			return nil, false
+		} else if !more {
+			return m, true
+		}
+	}
+}
+
+// array parses an array at p.i (a '[').
+func (p *parser) array(depth int) (any, bool) {
+	p.i++
+	list := []any{}
+	p.space()
+	if p.i < len(p.b) && p.b[p.i] == ']' {
+		p.i++
+		return list, true
+	}
+	for {
+		p.space()
+		v, ok := p.value(depth + 1)
+		if !ok {
+			return nil, false
+		}
+		list = append(list, v)
+		if more, ok := p.next(']'); !ok {
+			return nil, false
+		} else if !more {
+			return list, true
+		}
+	}
+}
+
+// next reads what follows a member of an object or array: a ',' (more members
+// follow) or the closing byte end (no more). ok is false for anything else.
+func (p *parser) next(end byte) (more, ok bool) {
+	p.space()
+	if p.i >= len(p.b) {
+		return false, false
+	}
+	switch p.b[p.i] {
+	case ',':
+		p.i++
+		return true, true
+	case end:
+		p.i++
+		return false, true
+	}
+	return false, false
 }
 
 func (p *parser) literal(lit string) bool {
@@ -210,6 +222,12 @@ func (p *parser) str() (string, bool) {
 	if p.i >= len(p.b) {
 		return "", false
 	}
+	return p.escaped(start)
+}
+
+// escaped parses the rest of a string that has escapes, from its start; p.i is at the
+// first backslash.
+func (p *parser) escaped(start int) (string, bool) {
 	out := make([]byte, 0, p.i-start+16)
 	out = append(out, p.b[start:p.i]...)
 	for p.i < len(p.b) {
@@ -229,49 +247,56 @@ func (p *parser) str() (string, bool) {
 			continue
 		}
 		p.i++
-		if p.i >= len(p.b) {
-			return "", false
-		}
-		e := p.b[p.i]
-		p.i++
-		switch e {
-		case '"', '\\', '/':
-			out = append(out, e)
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r, ok := p.hex4()
-			if !ok {
-				return "", false
-			}
-			if utf16.IsSurrogate(r) {
-				if p.i+1 >= len(p.b) || p.b[p.i] != '\\' || p.b[p.i+1] != 'u' {
-					return "", false
-				}
-				p.i += 2
-				r2, ok := p.hex4()
-				if !ok {
-					return "", false
-				}
-				r = utf16.DecodeRune(r, r2)
-				if r == utf8.RuneError {
-					return "", false
-				}
-			}
-			out = utf8.AppendRune(out, r)
-		default:
+		var ok bool
+		if out, ok = p.escape(out); !ok {
 			return "", false
 		}
 	}
 	return "", false
+}
+
+// escape appends the character of the escape at p.i (after its backslash) to out.
+func (p *parser) escape(out []byte) ([]byte, bool) {
+	if p.i >= len(p.b) {
+		return out, false
+	}
+	e := p.b[p.i]
+	p.i++
+	switch e {
+	case '"', '\\', '/':
+		return append(out, e), true
+	case 'b':
+		return append(out, '\b'), true
+	case 'f':
+		return append(out, '\f'), true
+	case 'n':
+		return append(out, '\n'), true
+	case 'r':
+		return append(out, '\r'), true
+	case 't':
+		return append(out, '\t'), true
+	case 'u':
+		r, ok := p.hex4()
+		if !ok {
+			return out, false
+		}
+		if utf16.IsSurrogate(r) {
+			if p.i+1 >= len(p.b) || p.b[p.i] != '\\' || p.b[p.i+1] != 'u' {
+				return out, false
+			}
+			p.i += 2
+			r2, ok := p.hex4()
+			if !ok {
+				return out, false
+			}
+			r = utf16.DecodeRune(r, r2)
+			if r == utf8.RuneError {
+				return out, false
+			}
+		}
+		return utf8.AppendRune(out, r), true
+	}
+	return out, false
 }
 
 func (p *parser) hex4() (rune, bool) {

@@ -5,7 +5,11 @@
 // answer. Builtin agents are pure and local, so their answers are applied inside the
 // step that asks, without a journal entry; only openai agents produce an Effect.
 //
-// # Steps
+// Each section below is implemented in the files named in its title; validate.go
+// holds Validate, the checks of a journey the API server cannot make, and snapshot.go
+// the compiled journey revision and its limits.
+//
+// # Steps (step.go, status.go)
 //
 // A step does, in order, the first of these that applies:
 //
@@ -35,7 +39,7 @@
 // changes the status; a step with nothing to do returns a status equal to its input
 // and no effect, so the controller writes nothing.
 //
-// # Turns and the journal
+// # Turns and the journal (turn.go, effect.go)
 //
 // A turn has stages, recorded in status.turn while it waits on a remote agent: Route
 // (message turns: global transitions), Run (the pathway's agents) and Decide (outcome
@@ -49,7 +53,7 @@
 // status. An agent's Invalid or Terminal error, journaled as a failure, is a failed
 // pathway run, no intent, or an unclear decision.
 //
-// # Routing a message
+// # Routing a message (route.go)
 //
 // Global transitions apply when their from is the current pathway or "*"; they are
 // tried by priority (higher first), then declaration order: intent patterns first
@@ -64,7 +68,7 @@
 // the Session (reason StackOverflow), Graceful stays and runs the current pathway. A
 // self-transition (booking -> booking) does not push and does not reset pathwayTurns.
 //
-// # Running a pathway
+// # Running a pathway (pathway.go, context.go)
 //
 // The (new) current pathway runs with the message. External pathways do not run on
 // messages (the message only routes); they take the next spec.outcomes entry for
@@ -78,13 +82,14 @@
 // leaves the context unchanged (FailFast: the Session fails, reason ContextTooLarge),
 // never a truncation. Each change increments contextVersion and records the previous
 // values of the changed keys in contextHistory (at most MaxContextVersions versions,
-// at most maxContextBytes of previous values), which Rollback uses. A failed run (an
-// agent error, a builtin expression error) is recoverable: Graceful records it in
-// lastTurn (finishReason Error) and stays, FailFast fails the Session. session.turns in
+// at most maxContextBytes of previous values), from which a detour's changes are
+// undone. A failed run (an agent error, a builtin expression error) is recoverable:
+// Graceful records it in lastTurn (finishReason Error) and stays, FailFast fails the
+// Session. session.turns in
 // CEL counts turns including the current one; session.pathwayTurns counts earlier
 // runs of the current pathway since it was entered.
 //
-// # Deciding where to go
+// # Deciding where to go (decide.go)
 //
 // Only a complete turn moves on. Its result type (missing: success) picks
 // transitions.on<Result>; a partial success without onPartialSuccess takes onSuccess.
@@ -105,32 +110,31 @@
 // the journey; after a failure result it fails it (so an External "error" can end a
 // workflow as Failed).
 //
-// # Approvals
+// # Approvals (approval.go)
 //
 // In AwaitingApproval or Escalated, spec.approvals are read in order. One naming
 // lastDecision.id approves (to its destination, or to the approval's destination when
 // that is one of the allowed destinations; an escalated unclear decision needs one) or
-// rejects: the pathway runs again (seed 003: rejected -> draft again), not counted as a
-// retry. Approvals naming anything else, overriding with a destination that is not
+// rejects: the pathway runs again (a rejected draft is drafted again), not counted as
+// a retry. Approvals naming anything else, overriding with a destination that is not
 // allowed, or from someone not in decision.approvers.users (when only users are
 // listed) are counted as processed and recorded as a PolicyDenied turn.
 //
-// # Actions, caps and loops
+// # Actions, caps and loops (move.go)
 //
-// Advance moves; JumpBack moves and starts a new cycle (iteration + 1, retries reset,
-// seed 002 §5); Retry runs the pathway again, counted in status.retries against
-// retry.limit or retryLimitPerPathway (default 2). Leaving a pathway, Retry and
-// JumpBack reset pathwayTurns, so an Entry pathway runs again. Caps block the Session
-// instead of acting: maxTurns (before a turn starts), maxIterations (before a
-// JumpBack), maxTransitions, the retry limit, sessionTimeout and the budget (tokens or
-// cost, before a turn starts and before any remote call). Loop prevention blocks a
-// move that would complete more than maxCycleRepeats traversals of one cycle of
-// pathways within the last window Advance moves of the current iteration (retries and
-// self-transitions are not cycles; a JumpBack starts a new cycle on purpose and
-// maxIterations caps those). A block keeps the phase,
-// sets Stalled=True and Ready=False with the cap's reason, ends the turn with the
-// matching finishReason and a Policy failure, and records a Block entry in history.
-// It lasts until the Session is cancelled. Stalled conditions set by the controller
+// Advance moves; JumpBack moves and starts a new cycle (iteration + 1, retries
+// reset); Retry runs the pathway again, counted in status.retries against retry.limit
+// or retryLimitPerPathway (default 2). Leaving a pathway, Retry and JumpBack reset
+// pathwayTurns, so an Entry pathway runs again. Caps block the Session instead of
+// acting: maxTurns (before a turn starts), maxIterations (before a JumpBack),
+// maxTransitions, the retry limit, sessionTimeout and the budget (tokens or cost,
+// before a turn starts and before any remote call). Loop prevention blocks a move that
+// would complete more than maxCycleRepeats traversals of one cycle of pathways within
+// the last window Advance moves of the current iteration (retries and self-transitions
+// are not cycles; a JumpBack starts a new cycle on purpose and maxIterations caps
+// those). A block keeps the phase, sets Stalled=True and Ready=False with the cap's
+// reason, ends the turn with the matching finishReason and a Policy failure, and
+// records a Block entry in history. It lasts until the Session is cancelled. Stalled conditions set by the controller
 // with other reasons (AgentTerminalError, ...) do not block the engine and are
 // cleared by the next step that runs.
 //

@@ -22,55 +22,70 @@ type move struct {
 	record *flowv1.DecisionRecord
 }
 
+// moveResult is what became of a move.
+type moveResult uint8
+
+const (
+	// moved: the Session moved (or, for Close, completed or failed).
+	moved moveResult = iota
+	// moveRefused: the move was refused and recorded as a recoverable failure (a detour
+	// past maxPathwayDepth under Graceful recovery); the turn goes on where it is.
+	moveRefused
+	// moveStopped: the move was refused and the Session stopped: a cap or loop
+	// prevention blocked it, or it failed. The turn is over.
+	moveStopped
+)
+
 // move takes a transition, or refuses it: caps and loop prevention block the Session,
-// a detour past maxPathwayDepth is a recoverable failure. It reports whether the
-// Session moved.
-func (r *run) move(m move) bool {
+// a detour past maxPathwayDepth is a recoverable failure.
+func (r *run) move(m move) moveResult {
 	st := r.st
 	from := st.CurrentPathway
 	lim := r.snap.lim
 	if m.action == flowv1.ActionClose {
 		r.close(m)
-		return true
+		return moved
 	}
 	if int(st.Transitions) >= lim.transitions {
 		r.block(flowv1.ReasonTransitionLimit, flowv1.FinishTransitionLimit, &m, fmt.Sprintf("the session reached maxTransitions %d", lim.transitions))
-		return false
+		return moveStopped
 	}
 	target, ok := r.snap.pathways[m.to]
 	if !ok {
 		r.fail(flowv1.ReasonInvalidSpec, fmt.Sprintf("transition %s names pathway %q, which is not in journey revision %s", m.transition, m.to, r.snap.revision), nil)
-		return false
+		return moveStopped
 	}
 	switch m.action {
 	case flowv1.ActionRetry:
 		limit := r.snap.retryLimit(target)
 		if int(st.Retries[m.to]) >= limit {
 			r.block(flowv1.ReasonRetryLimit, flowv1.FinishError, &m, fmt.Sprintf("pathway %s reached its retry limit %d in iteration %d", m.to, limit, st.Iteration))
-			return false
+			return moveStopped
 		}
 	case flowv1.ActionJumpBack:
 		if int(st.Iteration)+1 > lim.iterations {
 			r.block(flowv1.ReasonIterationLimit, flowv1.FinishIterationLimit, &m, fmt.Sprintf("the session reached maxIterations %d", lim.iterations))
-			return false
+			return moveStopped
 		}
 	}
-	// A JumpBack starts a new cycle on purpose (seed 002 §5); maxIterations caps those,
+	// A JumpBack starts a new cycle on purpose; maxIterations caps those,
 	// so loop prevention looks only within the current iteration.
 	if m.to != from && m.action != flowv1.ActionRetry && m.action != flowv1.ActionJumpBack {
 		if cycle, ok := loop(st.History, from, m.to, lim.window, lim.repeats); ok {
 			r.block(flowv1.ReasonLoopDetected, flowv1.FinishLoopDetected, &m,
 				fmt.Sprintf("oscillating cycle detected: %s", strings.Join(cycle, "→")))
-			return false
+			return moveStopped
 		}
 	}
 	pop := m.source == flowv1.SourceReturn && len(st.PathwayStack) > 0 && st.PathwayStack[len(st.PathwayStack)-1] == m.to
-	push := !pop && m.to != from && isDetour(target)
+	push := !pop && m.to != from && target.IsDetour()
 	if push && len(st.PathwayStack) >= lim.depth {
 		f := flowv1.Failure{Source: flowv1.FailurePolicy, Component: m.transition, Kind: flowv1.FailurePolicyKind,
 			Message: fmt.Sprintf("detour to %s refused: the pathway stack is full (maxPathwayDepth %d)", m.to, lim.depth)}
-		r.recoverable(flowv1.ReasonStackOverflow, f)
-		return false
+		if r.recoverable(flowv1.ReasonStackOverflow, f) {
+			return moveRefused
+		}
+		return moveStopped
 	}
 	if pop {
 		if p := r.snap.pathways[from]; p != nil && p.ReturnBehavior != nil && p.ReturnBehavior.PreserveContext != nil && !*p.ReturnBehavior.PreserveContext {
@@ -101,7 +116,7 @@ func (r *run) move(m move) bool {
 	}
 	st.Transitions++
 	r.record(from, m)
-	return true
+	return moved
 }
 
 // close completes the journey; after a failure result it fails it.
@@ -155,7 +170,7 @@ func (r *run) record(from string, m move) {
 }
 
 // loop reports whether moving from -> to would complete more than repeats traversals
-// of one cycle of pathways within the last window transitions (seed 004 oscillation),
+// of one cycle of pathways within the last window transitions (an oscillation),
 // and the cycle. Retries and moves within one pathway are not part of cycles, and a
 // cycle never spans a JumpBack: each iteration is a deliberate new cycle.
 func loop(history []flowv1.HistoryEntry, from, to string, window, repeats int) ([]string, bool) {

@@ -18,7 +18,7 @@ import (
 func (r *run) settle() {
 	st := r.st
 	_, blocked := Blocked(st)
-	if !st.Phase.IsTerminal() && !blocked && !r.suspended && st.Phase != "" && st.Phase != flowv1.PhasePending && !r.awaiting() {
+	if !st.Phase.IsTerminal() && !blocked && !r.suspended && st.Phase.HasStarted() && !r.awaiting() {
 		if r.hasWork() {
 			st.Phase = flowv1.PhaseRunning
 		} else {
@@ -157,7 +157,7 @@ func Events(old, cur *flowv1.SessionStatus) []Event {
 		old = &flowv1.SessionStatus{}
 	}
 	var out []Event
-	if (old.Phase == "" || old.Phase == flowv1.PhasePending) && cur.Phase != "" && cur.Phase != flowv1.PhasePending && cur.StartTime != nil {
+	if !old.Phase.HasStarted() && cur.Phase.HasStarted() && cur.StartTime != nil {
 		out = append(out, Event{EventNormal, ReasonStarted, fmt.Sprintf("Started in pathway %s on journey revision %s", cur.CurrentPathway, cur.JourneyRevision)})
 	}
 	if cur.Step > old.Step {

@@ -100,7 +100,7 @@ func (r *run) do() *Effect {
 		r.suspended = true
 		return nil
 	}
-	if st.Phase == "" || st.Phase == flowv1.PhasePending {
+	if !st.Phase.HasStarted() {
 		if !r.start() {
 			return nil
 		}
@@ -115,7 +115,7 @@ func (r *run) do() *Effect {
 		return nil
 	}
 	if st.Turn != nil {
-		return r.drive()
+		return r.resume()
 	}
 	if r.awaiting() {
 		if r.approvalsPending() {
@@ -226,14 +226,6 @@ func (r *run) overBudget() (string, bool) {
 	return "", false
 }
 
-func (r *run) awaiting() bool {
-	return r.st.Phase == flowv1.PhaseAwaitingApproval || r.st.Phase == flowv1.PhaseEscalated
-}
-
-func (r *run) approvalsPending() bool {
-	return int(r.st.ProcessedApprovals) < len(r.spec.Approvals)
-}
-
 func (r *run) current() *flowv1.PathwaySpec {
 	return r.snap.pathways[r.st.CurrentPathway]
 }
@@ -241,12 +233,11 @@ func (r *run) current() *flowv1.PathwaySpec {
 // entryDue reports whether the current pathway runs on entry and has not run yet.
 func (r *run) entryDue() bool {
 	p := r.current()
-	return p != nil && p.RunOn == flowv1.RunOnEntry && p.Executor != flowv1.ExecutorExternal && r.st.PathwayTurns == 0
+	return p != nil && p.RunOn == flowv1.RunOnEntry && !p.IsExternal() && r.st.PathwayTurns == 0
 }
 
 func (r *run) external() bool {
-	p := r.current()
-	return p != nil && p.Executor == flowv1.ExecutorExternal
+	return r.current().IsExternal()
 }
 
 // hasWork reports whether a step on the current status would act.
@@ -265,127 +256,6 @@ func (r *run) hasWork() bool {
 		return true
 	}
 	return int(st.ProcessedMessages) < len(r.spec.Messages)
-}
-
-// startTurn starts the next turn, if any: an entry run, an External outcome or a message.
-func (r *run) startTurn() *Effect {
-	st := r.st
-	if r.current() == nil {
-		r.fail(flowv1.ReasonInvalidSpec, fmt.Sprintf("pathway %q is not in journey revision %s", st.CurrentPathway, r.snap.revision), nil)
-		return nil
-	}
-	var (
-		trigger flowv1.TurnTrigger
-		outcome = -1
-		msg     *flowv1.Message
-	)
-	switch {
-	case r.entryDue():
-		trigger = flowv1.TurnEntry
-	case r.external() && int(st.ProcessedOutcomes) < len(r.spec.Outcomes):
-		// Outcomes for another pathway or iteration are stale: skip them.
-		for i := int(st.ProcessedOutcomes); i < len(r.spec.Outcomes); i++ {
-			o := r.spec.Outcomes[i]
-			if string(o.Pathway) == st.CurrentPathway && o.Iteration == st.Iteration {
-				outcome = i
-				break
-			}
-			st.ProcessedOutcomes = int32(i + 1)
-		}
-		if outcome < 0 {
-			return nil
-		}
-		trigger = flowv1.TurnExternalOutcome
-	case int(st.ProcessedMessages) < len(r.spec.Messages):
-		msg = &r.spec.Messages[st.ProcessedMessages]
-		trigger = flowv1.TurnMessage
-	default:
-		return nil
-	}
-	if int(st.Turns) >= r.snap.lim.turns {
-		r.block(flowv1.ReasonTurnLimit, flowv1.FinishTurnLimit, nil, fmt.Sprintf("the session reached maxTurns %d", r.snap.lim.turns))
-		return nil
-	}
-	if why, over := r.overBudget(); over {
-		r.block(flowv1.ReasonBudgetExceeded, flowv1.FinishBudgetExceeded, nil, why)
-		return nil
-	}
-	st.Turns++
-	prev := st.LastTurn
-	st.LastTurn = &flowv1.TurnOutcome{Trigger: trigger, Pathway: st.CurrentPathway}
-	st.Turn = &flowv1.TurnProgress{Trigger: trigger, Pathway: st.CurrentPathway}
-	switch trigger {
-	case flowv1.TurnEntry:
-		st.Turn.Stage = flowv1.StageRun
-	case flowv1.TurnExternalOutcome:
-		o := r.spec.Outcomes[outcome]
-		st.ProcessedOutcomes = int32(outcome + 1)
-		st.Turn.Stage = flowv1.StageRun
-		outputs, err := decodeJSON(o.Data)
-		if err != nil {
-			r.turnFailed(flowv1.Failure{Source: flowv1.FailureTool, Component: st.CurrentPathway, Kind: flowv1.FailureValidation,
-				Message: fmt.Sprintf("outcome %d data: %v", outcome, err)})
-			return nil
-		}
-		r.applyResult(agent.PathwayResponse{Reply: o.Message, Outputs: outputs, ResultType: o.ResultType, Complete: true}, nil)
-	case flowv1.TurnMessage:
-		st.ProcessedMessages++
-		st.LastTurn.MessageID = msg.ID
-		st.Turn.MessageID = msg.ID
-		st.Turn.Stage = flowv1.StageRoute
-		// Conditions see the previous turn's outputs; keep them while routing waits.
-		if prev != nil && prev.Outputs != nil {
-			st.Turn.Outputs = prev.Outputs.DeepCopy()
-		}
-	}
-	return r.drive()
-}
-
-// drive runs the turn in progress through its stages until it ends or waits on an agent.
-func (r *run) drive() *Effect {
-	for r.st.Turn != nil {
-		var eff *Effect
-		switch r.st.Turn.Stage {
-		case flowv1.StageRoute:
-			eff = r.route()
-		case flowv1.StageRun:
-			eff = r.runPathway()
-		case flowv1.StageDecide:
-			eff = r.decideStage()
-		default:
-			r.endTurn()
-		}
-		if eff != nil {
-			return eff
-		}
-	}
-	return nil
-}
-
-// remote returns the journaled answer to req when there is one for exactly this
-// request, else the effect that asks for it (or nil, having blocked the Session, when
-// the budget is spent).
-func (r *run) remote(kind flowv1.EffectKind, agents []flowv1.AgentSpec, pipeline flowv1.Pipeline, req any) (*flowv1.EffectRecord, *Effect) {
-	eff := newEffect(kind, agents, pipeline, req)
-	if p := r.pending; p != nil && p.Kind == kind && p.InputHash == eff.InputHash {
-		r.pending = nil
-		return p, nil
-	}
-	// A journaled answer to another question is stale: it is dropped and asked again.
-	r.pending = nil
-	if why, over := r.overBudget(); over {
-		r.block(flowv1.ReasonBudgetExceeded, flowv1.FinishBudgetExceeded, nil, why)
-		return nil, nil
-	}
-	return nil, eff
-}
-
-// endTurn finishes the turn in progress.
-func (r *run) endTurn() {
-	r.st.Turn = nil
-	if lt := r.st.LastTurn; lt != nil && lt.FinishReason == "" {
-		lt.FinishReason = flowv1.FinishSuccess
-	}
 }
 
 // addFailure records a failure in the turn's outcome.
@@ -439,7 +309,7 @@ func (r *run) block(reason string, finish flowv1.FinishReason, proposed *move, m
 	}
 	r.appendHistory(h)
 	setCondition(st, flowv1.ConditionStalled, metav1.ConditionTrue, reason, capitalize(msg), r.now)
-	if st.Phase == "" || st.Phase == flowv1.PhasePending {
+	if !st.Phase.HasStarted() {
 		st.Phase = flowv1.PhaseRunning
 	}
 }

@@ -356,7 +356,7 @@ func number(v any) (float64, bool) {
 	return 0, false
 }
 
-// mergeObject merges upd into base with the accumulation rules of seed 000 and returns
+// mergeObject merges upd into base with the accumulation rules and returns
 // the result; base and upd are not modified:
 //
 //   - a key absent from base is set;

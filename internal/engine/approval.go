@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"fmt"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+)
+
+// awaiting reports whether the Session waits on a person (AwaitingApproval or
+// Escalated): approvals are processed, messages and outcomes wait.
+func (r *run) awaiting() bool {
+	return r.st.Phase.AwaitsApproval()
+}
+
+// approvalsPending reports whether spec.approvals has entries not processed yet.
+func (r *run) approvalsPending() bool {
+	return int(r.st.ProcessedApprovals) < len(r.spec.Approvals)
+}
+
+// approval processes the next entry of spec.approvals: it approves or rejects the
+// decision the Session waits on, or is denied (counted as processed and recorded as a
+// PolicyDenied turn).
+func (r *run) approval() {
+	st := r.st
+	a := r.spec.Approvals[st.ProcessedApprovals]
+	st.ProcessedApprovals++
+	var prevOutputs map[string]any
+	if st.LastTurn != nil && st.LastTurn.Outputs != nil {
+		prevOutputs, _ = decodeJSON(st.LastTurn.Outputs)
+	}
+	st.LastTurn = &flowv1.TurnOutcome{Trigger: flowv1.TurnApproval, Pathway: st.CurrentPathway}
+	ld := st.PendingDecision()
+	if !r.awaiting() || ld == nil || a.DecisionID != ld.ID {
+		r.denyApproval(fmt.Sprintf("approval for decision %q ignored: no decision with that id is waiting", a.DecisionID))
+		return
+	}
+	d := r.decisionSpec(ld)
+	if d != nil && d.Approvers != nil && len(d.Approvers.Users) > 0 && len(d.Approvers.Groups) == 0 && !contains(d.Approvers.Users, a.By) {
+		r.denyApproval(fmt.Sprintf("%q may not approve decision %s", a.By, ld.ID))
+		return
+	}
+	if !a.Approve {
+		r.reject(ld, a)
+		return
+	}
+	r.approve(ld, a, d != nil && d.Messaging, prevOutputs)
+}
+
+// denyApproval records an approval that is not applied.
+func (r *run) denyApproval(msg string) {
+	r.st.LastTurn.FinishReason = flowv1.FinishPolicyDenied
+	r.addFailure(flowv1.Failure{Source: flowv1.FailurePolicy, Component: "approval", Kind: flowv1.FailurePolicyKind, Message: msg})
+}
+
+// approverReason is why an approval moved the Session: "<verb> by <who>[: <reason>]".
+func approverReason(verb string, a flowv1.Approval) string {
+	by := a.By
+	if by == "" {
+		by = "an unnamed approver"
+	}
+	reason := verb + " by " + by
+	if a.Reason != "" {
+		reason += ": " + a.Reason
+	}
+	return reason
+}
+
+// reject sends the pathway back to work: it runs again (a rejected draft is drafted
+// again), not counted as a retry.
+func (r *run) reject(ld *flowv1.DecisionRecord, a flowv1.Approval) {
+	st := r.st
+	rec := ld.DeepCopy()
+	rec.State = flowv1.DecisionRejected
+	rec.Source = flowv1.SourceApproval
+	st.LastDecision = rec
+	st.Phase = flowv1.PhaseRunning
+	st.PathwayTurns = 0
+	st.Transitions++
+	r.appendHistory(flowv1.HistoryEntry{Time: r.now, Step: r.step, From: st.CurrentPathway, To: st.CurrentPathway,
+		Action: flowv1.ActionRetry, Source: flowv1.SourceApproval, Transition: ld.Transition, Confidence: ld.Confidence,
+		Iteration: st.Iteration, Reason: truncate(approverReason("rejected", a), 1024)})
+	st.LastTurn.Transition = ld.Transition
+	st.LastTurn.FinishReason = flowv1.FinishSuccess
+}
+
+// approve applies the decision the Session waits on: to its destination, or to the
+// approval's destination when that is one of the allowed ones. messaging passes the
+// deciding pathway's outputs on when the Session moves.
+func (r *run) approve(ld *flowv1.DecisionRecord, a flowv1.Approval, messaging bool, outputs map[string]any) {
+	st := r.st
+	dest := ld.To
+	if a.Destination != "" {
+		if !contains(ld.AllowedDestinations, string(a.Destination)) {
+			r.denyApproval(fmt.Sprintf("destination %q is not one of the decision's allowed destinations", a.Destination))
+			return
+		}
+		dest = string(a.Destination)
+	}
+	if _, ok := r.snap.pathways[dest]; !ok {
+		r.denyApproval(fmt.Sprintf("approval of decision %s needs a destination", ld.ID))
+		return
+	}
+	// The decision's action holds for its own destination; another one (or none) takes
+	// the default, and a JumpBack stays a JumpBack.
+	action := ld.Action
+	if action != flowv1.ActionJumpBack && (dest != ld.To || action == "") {
+		action = defaultAction("", dest, ld.From)
+	}
+	rec := ld.DeepCopy()
+	rec.State = flowv1.DecisionApproved
+	rec.Source = flowv1.SourceApproval
+	rec.To = dest
+	rec.Action = action
+	st.Phase = flowv1.PhaseRunning
+	st.LastTurn.Transition = ld.Transition
+	if r.move(move{to: dest, action: action, source: flowv1.SourceApproval, transition: ld.Transition, confidence: ld.Confidence,
+		reasoning: approverReason("approved", a), record: rec}) == moved && messaging {
+		r.passOutputs(ld.From, outputs)
+	}
+	if st.LastTurn.FinishReason == "" {
+		st.LastTurn.FinishReason = flowv1.FinishSuccess
+	}
+}
+
+// decisionSpec finds the Decision a decision record came from.
+func (r *run) decisionSpec(ld *flowv1.DecisionRecord) *flowv1.Decision {
+	p := r.snap.pathways[ld.From]
+	if p == nil {
+		return nil
+	}
+	if t := p.Transitions.Named(ld.Transition); t != nil {
+		return t.Decision
+	}
+	return nil
+}

@@ -1,0 +1,190 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/google/cel-go/interpreter"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/agent/builtin"
+	"github.com/journeyops/journey-operator/internal/engine/match"
+	"github.com/journeyops/journey-operator/internal/expr"
+)
+
+// firing is a global transition that fired, and why.
+type firing struct {
+	gt         *flowv1.GlobalTransition
+	confidence flowv1.Confidence
+	agent      string
+	reason     string
+}
+
+// route is the Route stage of a message turn: the global transitions that apply in the
+// current pathway, by priority then declaration order; intent patterns first, then the
+// LLM classifier for llmFallback intents when no pattern matched, then CEL conditions.
+// The first that fires moves the Session; the turn goes on with the Run stage in the
+// (new) current pathway.
+func (r *run) route() stageResult {
+	t := r.st.Turn
+	text, ok := r.message(t.MessageID)
+	if !ok {
+		r.addFailure(flowv1.Failure{Source: flowv1.FailureSystem, Component: "engine", Kind: flowv1.FailureValidation,
+			Message: fmt.Sprintf("message %q is no longer in spec.messages", t.MessageID)})
+		return turnOver
+	}
+	f := r.matchPattern(text)
+	if f == nil {
+		var res stageResult
+		var waiting bool
+		if f, res, waiting = r.classify(text); waiting {
+			return res
+		}
+	}
+	if f == nil {
+		f = r.matchCondition(text)
+	}
+	if f != nil && !r.takeGlobal(f) {
+		return turnOver
+	}
+	t.Outputs = nil
+	t.Pathway = r.st.CurrentPathway
+	return goTo(flowv1.StageRun)
+}
+
+// matchPattern returns the first intent transition that applies and whose patterns
+// match text.
+func (r *run) matchPattern(text string) *firing {
+	for _, gt := range r.snap.intents {
+		if gt.AppliesIn(r.st.CurrentPathway) && match.Index(text, gt.Trigger.Intent.Patterns) >= 0 {
+			return &firing{gt: gt, confidence: "1", reason: "pattern match"}
+		}
+	}
+	return nil
+}
+
+// fallbackIntents are the intent transitions the LLM classifier may pick in the
+// current pathway: those with llmFallback that apply.
+func (r *run) fallbackIntents() []*flowv1.GlobalTransition {
+	var out []*flowv1.GlobalTransition
+	for _, gt := range r.snap.intents {
+		if gt.AppliesIn(r.st.CurrentPathway) && gt.Trigger.Intent.LLMFallback {
+			out = append(out, gt)
+		}
+	}
+	return out
+}
+
+// classify asks the LLM classifier about the llmFallback intents that apply, when
+// there are any and the journey has a remote classifier, and returns the transition
+// its journaled answer picks. waiting says the stage stops with res instead: it waits
+// on the classifier, or the budget is spent and the Session is blocked.
+func (r *run) classify(text string) (f *firing, res stageResult, waiting bool) {
+	ag, ok := r.snap.classifier()
+	if !ok {
+		return nil, turnOver, false
+	}
+	candidates := r.fallbackIntents()
+	if len(candidates) == 0 {
+		return nil, turnOver, false
+	}
+	intents := make([]agent.Intent, 0, len(candidates))
+	for _, gt := range candidates {
+		in := gt.Trigger.Intent
+		intents = append(intents, agent.Intent{Name: string(gt.Name), Description: in.Description, Patterns: in.Patterns})
+	}
+	req := agent.IntentRequest{Message: text, Intents: intents, Context: r.context()}
+	rec, res := r.remote(flowv1.EffectClassifyIntent, []flowv1.AgentSpec{ag}, "", req)
+	if rec == nil {
+		return nil, res, true
+	}
+	return r.classified(rec, candidates), turnOver, false
+}
+
+// classified reads the classifier's journaled answer: the transition it names among
+// candidates, if its confidence reaches the journey's threshold.
+func (r *run) classified(rec *flowv1.EffectRecord, candidates []*flowv1.GlobalTransition) *firing {
+	res := rec.Result
+	r.addUsage(res.Usage)
+	if res.Failure != nil {
+		r.addFailure(*res.Failure)
+		return nil
+	}
+	conf := parseConfidence(res.Confidence, 0)
+	if res.Intent == "" || res.Intent == agent.NoIntent || conf < r.snap.lim.intentThreshold {
+		return nil
+	}
+	for _, gt := range candidates {
+		if string(gt.Name) == res.Intent {
+			reason := res.Reasoning
+			if reason == "" {
+				reason = "classified by " + rec.Agent
+			}
+			return &firing{gt: gt, confidence: formatConfidence(conf), agent: rec.Agent, reason: reason}
+		}
+	}
+	r.addFailure(flowv1.Failure{Source: flowv1.FailureLLM, Component: rec.Agent, Kind: flowv1.FailureValidation,
+		Message: fmt.Sprintf("intent %q is not one of the intents asked about", res.Intent)})
+	return nil
+}
+
+// matchCondition returns the first condition transition that applies and whose CEL
+// condition is true. A condition that fails to evaluate is recorded and skipped.
+func (r *run) matchCondition(text string) *firing {
+	var act interpreter.Activation
+	for _, gt := range r.snap.conditions {
+		if !gt.AppliesIn(r.st.CurrentPathway) {
+			continue
+		}
+		if act == nil {
+			act = r.conditionVars(text)
+		}
+		fire, err := expr.EvalBool(string(gt.Trigger.Condition), act)
+		if err != nil {
+			r.addFailure(flowv1.Failure{Source: flowv1.FailureSystem, Component: string(gt.Name), Kind: flowv1.FailureValidation, Message: err.Error()})
+			continue
+		}
+		if fire {
+			return &firing{gt: gt, confidence: "1", reason: "condition " + string(gt.Trigger.Condition)}
+		}
+	}
+	return nil
+}
+
+// conditionVars are the variables of a condition: message, context, session, and
+// outputs (the previous turn's, decoded only if a condition reads them).
+func (r *run) conditionVars(text string) interpreter.Activation {
+	act := (expr.Vars{Message: text, Context: r.context(), Session: builtin.SessionVars(r.sessionInfo(r.st.CurrentPathway))}).Activation()
+	if raw := r.st.Turn.Outputs; raw != nil {
+		act = interpreter.NewHierarchicalActivation(act, lazy{expr.VarOutputs, func() any {
+			m, _ := decodeJSON(raw)
+			return m
+		}})
+	}
+	return act
+}
+
+// takeGlobal applies a global transition that fired: the move, then its context
+// updates. It reports whether the turn goes on (a refused detour goes on in the
+// current pathway under Graceful recovery).
+func (r *run) takeGlobal(f *firing) bool {
+	gt := f.gt
+	from := r.st.CurrentPathway
+	m := move{
+		to: gt.To, action: flowv1.ActionAdvance, source: flowv1.SourceTransition, transition: string(gt.Name),
+		confidence: f.confidence, agent: f.agent, reasoning: f.reason,
+	}
+	if r.st.LastTurn != nil {
+		r.st.LastTurn.Transition = string(gt.Name)
+	}
+	switch r.move(m) {
+	case moveStopped:
+		return false
+	case moveRefused:
+		return true
+	}
+	if len(gt.ContextUpdate) > 0 {
+		return r.contextUpdate(gt, from)
+	}
+	return true
+}
