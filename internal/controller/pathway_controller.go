@@ -62,17 +62,12 @@ func PathwayIssues(spec *flowv1.PathwaySpec) []string {
 		check("spec.builtin.outcome", b.Outcome)
 		check("spec.builtin.complete", b.Complete)
 	}
-	if t := spec.Transitions; t != nil {
-		for _, ot := range []struct {
-			name string
-			t    *flowv1.OutcomeTransition
-		}{{"onSuccess", t.OnSuccess}, {"onFailure", t.OnFailure}, {"onPartialSuccess", t.OnPartialSuccess}, {"onUnclear", t.OnUnclear}} {
-			if ot.t == nil || ot.t.Decision == nil {
-				continue
-			}
-			for i, rule := range ot.t.Decision.Rules {
-				check(fmt.Sprintf("spec.transitions.%s.decision.rules[%d].when", ot.name, i), rule.When)
-			}
+	for name, t := range spec.Transitions.All() {
+		if t.Decision == nil {
+			continue
+		}
+		for i, rule := range t.Decision.Rules {
+			check(fmt.Sprintf("spec.transitions.%s.decision.rules[%d].when", name, i), rule.When)
 		}
 	}
 	return issues

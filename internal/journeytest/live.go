@@ -121,11 +121,9 @@ func simulate(l *LiveSession) (*simulation, error) {
 
 	msgs, outs, apprs := sess.Spec.Messages, sess.Spec.Outcomes, sess.Spec.Approvals
 	next := func() (Step, bool) {
-		awaiting := s.st.Phase == flowv1.PhaseAwaitingApproval || s.st.Phase == flowv1.PhaseEscalated
-		external := false
-		if p, ok := snap.Pathway(s.st.CurrentPathway); ok && p.Executor == flowv1.ExecutorExternal {
-			external = true
-		}
+		awaiting := s.st.Phase.AwaitsApproval()
+		p, _ := snap.Pathway(s.st.CurrentPathway)
+		external := p.IsExternal()
 		var step Step
 		switch {
 		case awaiting && len(apprs) > 0:

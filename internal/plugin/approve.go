@@ -161,18 +161,6 @@ func Approve(ctx context.Context, c client.Client, key types.NamespacedName, r A
 	return approval, err
 }
 
-// pendingDecision is the decision the Session waits on, or nil.
-func pendingDecision(s *flowv1alpha1.Session) *flowv1alpha1.DecisionRecord {
-	d := s.Status.LastDecision
-	if d == nil || d.ID == "" {
-		return nil
-	}
-	if d.State == flowv1alpha1.DecisionPending || d.State == flowv1alpha1.DecisionEscalated {
-		return d
-	}
-	return nil
-}
-
 // CheckApproval checks an approval (or, with reject, a rejection) of decisionID, sending
 // the Session to destination to, against the decision s waits on. An empty decisionID
 // means that decision; an empty to keeps its destination. It returns the decision id.
@@ -180,7 +168,7 @@ func CheckApproval(s *flowv1alpha1.Session, decisionID, to string, reject bool) 
 	if reject && to != "" {
 		return "", errors.New("--to and --reject cannot be used together: a rejection has no destination")
 	}
-	d := pendingDecision(s)
+	d := s.Status.PendingDecision()
 	if d == nil {
 		msg := fmt.Sprintf("session/%s has no decision waiting for approval (phase %s)", s.Name, orNone(string(s.Status.Phase)))
 		if ld := s.Status.LastDecision; ld != nil && ld.ID != "" {
@@ -199,10 +187,8 @@ func CheckApproval(s *flowv1alpha1.Session, decisionID, to string, reject bool) 
 			return "", fmt.Errorf("destination %q is not allowed for decision %s; allowed destinations: %s", to, d.ID, strings.Join(d.AllowedDestinations, ", "))
 		}
 	}
-	for _, a := range s.Spec.Approvals {
-		if a.DecisionID != d.ID {
-			continue
-		}
+	if i := s.Spec.ApprovalIndex(d.ID); i >= 0 {
+		a := s.Spec.Approvals[i]
 		verb := "an approval"
 		if !a.Approve {
 			verb = "a rejection"

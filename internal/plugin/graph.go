@@ -88,8 +88,8 @@ func BuildGraph(journey flowv1alpha1.JourneySpec, pathways map[string]flowv1alph
 		if !ok {
 			n.Unresolved = true
 		} else {
-			n.Detour = spec.ReturnBehavior != nil && (spec.ReturnBehavior.Type == "" || spec.ReturnBehavior.Type == flowv1alpha1.ReturnToPrevious)
-			n.External = spec.Executor == flowv1alpha1.ExecutorExternal
+			n.Detour = spec.IsDetour()
+			n.External = spec.IsExternal()
 		}
 		nodes[name] = n
 	}
@@ -130,35 +130,7 @@ func BuildGraph(journey flowv1alpha1.JourneySpec, pathways map[string]flowv1alph
 		if spec.Next != "" {
 			add(from, string(spec.Next), EdgeNext, "next")
 		}
-		if spec.Transitions == nil {
-			continue
-		}
-		for _, ot := range []struct {
-			name string
-			t    *flowv1alpha1.OutcomeTransition
-		}{
-			{"onSuccess", spec.Transitions.OnSuccess},
-			{"onFailure", spec.Transitions.OnFailure},
-			{"onPartialSuccess", spec.Transitions.OnPartialSuccess},
-			{"onUnclear", spec.Transitions.OnUnclear},
-		} {
-			t := ot.t
-			switch {
-			case t == nil:
-			case t.Decision != nil:
-				label := ot.name + " (decision)"
-				if a := cmp.Or(t.Decision.Action, t.Action); a != "" && a != flowv1alpha1.ActionAdvance {
-					label = fmt.Sprintf("%s (decision, %s)", ot.name, a)
-				}
-				for _, d := range t.Decision.AllowedDestinations {
-					add(from, string(d), EdgeDecision, label)
-				}
-			case t.To != "":
-				add(from, string(t.To), EdgeOutcome, withAction(ot.name, t.Action))
-			case t.Action == flowv1alpha1.ActionClose:
-				add(from, EndNode, EdgeOutcome, withAction(ot.name, t.Action))
-			}
-		}
+		outcomeEdges(from, spec.Transitions, add)
 	}
 	if current != "" {
 		node(current)
@@ -186,6 +158,27 @@ func BuildGraph(journey flowv1alpha1.JourneySpec, pathways map[string]flowv1alph
 		)
 	})
 	return g
+}
+
+// outcomeEdges adds the edges of a pathway's outcome transitions: to a fixed
+// destination, to each allowed destination of a decision, or to EndNode for Close.
+func outcomeEdges(from string, tr *flowv1alpha1.OutcomeTransitions, add func(from, to string, kind EdgeKind, label string)) {
+	for name, t := range tr.All() {
+		switch {
+		case t.Decision != nil:
+			label := name + " (decision)"
+			if a := cmp.Or(t.Decision.Action, t.Action); a != "" && a != flowv1alpha1.ActionAdvance {
+				label = fmt.Sprintf("%s (decision, %s)", name, a)
+			}
+			for _, d := range t.Decision.AllowedDestinations {
+				add(from, string(d), EdgeDecision, label)
+			}
+		case t.To != "":
+			add(from, string(t.To), EdgeOutcome, withAction(name, t.Action))
+		case t.Action == flowv1alpha1.ActionClose:
+			add(from, EndNode, EdgeOutcome, withAction(name, t.Action))
+		}
+	}
 }
 
 func withAction(label string, a flowv1alpha1.Action) string {

@@ -229,7 +229,7 @@ func replyReady(s *flowv1alpha1.Session, id string, gen int64) bool {
 	}
 	idx := messageIndex(s, id)
 	processed := idx >= 0 && int(s.Status.ProcessedMessages) > idx
-	return processed && s.Status.Phase != flowv1alpha1.PhaseRunning && s.Status.Phase != flowv1alpha1.PhasePending && s.Status.Phase != ""
+	return processed && s.Status.Phase.HasStarted() && s.Status.Phase != flowv1alpha1.PhaseRunning
 }
 
 func stalled(s *flowv1alpha1.Session) *metav1.Condition {
@@ -305,7 +305,7 @@ func printReply(w io.Writer, s *flowv1alpha1.Session, id string) error {
 		}
 	}
 	writeField(w, "Phase", orNone(string(s.Status.Phase)))
-	if d := pendingDecision(s); d != nil {
+	if d := s.Status.PendingDecision(); d != nil {
 		writeField(w, "Decision", describePending(s.Name, d))
 	}
 	if c := stalled(s); c != nil {

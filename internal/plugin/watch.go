@@ -197,7 +197,7 @@ func WatchLine(s *flowv1alpha1.Session) string {
 	}
 	if c := stalled(s); c != nil {
 		last = fmt.Sprintf("stalled: %s: %s", c.Reason, truncate(oneLine(c.Message), 80))
-	} else if d := pendingDecision(s); d != nil {
+	} else if d := s.Status.PendingDecision(); d != nil {
 		last = fmt.Sprintf("decision %s %s -> %s awaits approval", d.ID, orNone(d.From), orNone(d.To))
 	}
 	iter := "<none>"

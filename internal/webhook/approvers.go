@@ -85,15 +85,7 @@ func (r *approverResolver) pathway(ctx context.Context, s *flowv1.Session, local
 
 // decisionApprovers returns the approvers of the decision behind transition in p.
 func decisionApprovers(p *flowv1.PathwaySpec, transition string) (flowv1.Approvers, bool) {
-	if p.Transitions == nil {
-		return flowv1.Approvers{}, false
-	}
-	t := p.Transitions
-	byName := map[string]*flowv1.OutcomeTransition{
-		"onSuccess": t.OnSuccess, "onFailure": t.OnFailure,
-		"onPartialSuccess": t.OnPartialSuccess, "onUnclear": t.OnUnclear,
-	}
-	if ot, ok := byName[transition]; ok && ot != nil && ot.Decision != nil {
+	if ot := p.Transitions.Named(transition); ot != nil && ot.Decision != nil {
 		if a := ot.Decision.Approvers; a != nil {
 			return *a, true
 		}
@@ -101,8 +93,8 @@ func decisionApprovers(p *flowv1.PathwaySpec, transition string) (flowv1.Approve
 	}
 	var union flowv1.Approvers
 	restricted := false
-	for _, ot := range []*flowv1.OutcomeTransition{t.OnSuccess, t.OnFailure, t.OnPartialSuccess, t.OnUnclear} {
-		if ot == nil || ot.Decision == nil || ot.Decision.Approvers == nil {
+	for _, ot := range p.Transitions.All() {
+		if ot.Decision == nil || ot.Decision.Approvers == nil {
 			continue
 		}
 		restricted = true

@@ -116,7 +116,7 @@ func (v *sessionValidator) validate(ctx context.Context, old, s *flowv1.Session)
 	}
 	// The status the request carries is the stored one (the status subresource owns
 	// it), but read it from the old object so a create never brings its own.
-	d := pendingDecision(&old.Status)
+	d := old.Status.PendingDecision()
 	if errs := checkAgainstDecision(s, from, d); len(errs) > 0 {
 		return apierrors.NewInvalid(sessionGK, s.Name, errs)
 	}
@@ -198,18 +198,6 @@ func checkForgery(approvals []flowv1.Approval, from int, user string) field.Erro
 	return errs
 }
 
-// pendingDecision is the decision the Session waits on (Pending or Escalated), or nil.
-func pendingDecision(st *flowv1.SessionStatus) *flowv1.DecisionRecord {
-	d := st.LastDecision
-	if d == nil || d.ID == "" {
-		return nil
-	}
-	if d.State == flowv1.DecisionPending || d.State == flowv1.DecisionEscalated {
-		return d
-	}
-	return nil
-}
-
 // checkAgainstDecision checks new approvals against the decision the Session waits
 // on: they must name it, only once, and a destination must be one it allows.
 // Approving anything else is refused, so nobody can pre-approve a decision that does
@@ -229,7 +217,7 @@ func checkAgainstDecision(s *flowv1.Session, from int, d *flowv1.DecisionRecord)
 				"decision %q is not pending: session/%s waits on decision %s", a.DecisionID, s.Name, d.ID)))
 			continue
 		}
-		if j := slices.IndexFunc(s.Spec.Approvals[:i], func(b flowv1.Approval) bool { return b.DecisionID == d.ID }); j >= 0 {
+		if j := s.Spec.ApprovalIndex(d.ID); j < i {
 			errs = append(errs, field.Duplicate(p.Child("decisionID"), fmt.Sprintf(
 				"decision %s is already answered by spec.approvals[%d] (by %s); the first answer counts",
 				d.ID, j, orUnknown(s.Spec.Approvals[j].By))))

@@ -123,21 +123,6 @@ func TestCheckAgainstDecision(t *testing.T) {
 	}
 }
 
-func TestPendingDecision(t *testing.T) {
-	for state, want := range map[flowv1.DecisionState]bool{
-		flowv1.DecisionPending: true, flowv1.DecisionEscalated: true,
-		flowv1.DecisionApplied: false, flowv1.DecisionApproved: false, flowv1.DecisionRejected: false, "": false,
-	} {
-		st := &flowv1.SessionStatus{LastDecision: &flowv1.DecisionRecord{ID: "d-1", State: state}}
-		if got := pendingDecision(st) != nil; got != want {
-			t.Errorf("state %q: pending = %v, want %v", state, got, want)
-		}
-	}
-	if pendingDecision(&flowv1.SessionStatus{}) != nil {
-		t.Error("a Session without a decision has a pending decision")
-	}
-}
-
 func TestCheckApprovers(t *testing.T) {
 	approvals := []flowv1.Approval{{DecisionID: "d-7", Approve: true}}
 	approvers := flowv1.Approvers{Users: []string{"carol"}, Groups: []string{"release-managers"}}

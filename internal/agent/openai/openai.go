@@ -71,14 +71,6 @@ func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 // d/2 + jitter()*d/2.
 func WithJitter(jitter func() float64) Option { return func(o *options) { o.jitter = jitter } }
 
-// WithBackoff sets the first retry's nominal delay and the cap.
-func WithBackoff(base, maxDelay time.Duration) Option {
-	return func(o *options) { o.backoffBase, o.backoffMax = base, maxDelay }
-}
-
-// WithMaxRetryWait sets the longest Retry-After waited in process.
-func WithMaxRetryWait(d time.Duration) Option { return func(o *options) { o.maxRetryWait = d } }
-
 // defaultTransport is shared by agents without their own client, so connections to the
 // same endpoint are pooled across Sessions.
 var defaultTransport = func() http.RoundTripper {
