@@ -8,7 +8,8 @@ import (
 	"github.com/journeyops/journey-operator/internal/agent"
 )
 
-// healthcare is the healthcare referral journey of seed 000 §7.1, with builtin agents.
+// healthcare is the healthcare referral journey (intake, booking, an FAQ detour,
+// persuasion, confirmation and an escalation), with builtin agents.
 func healthcare(mods ...func(*flowv1.JourneySpec)) def {
 	specs := map[string]*flowv1.PathwaySpec{
 		"intake": {

@@ -75,7 +75,7 @@ func TestOscillationWindow(t *testing.T) {
 	}
 }
 
-// qualityGate is seed 004's AI-based quality gate: test's success goes through a
+// qualityGate is an AI-based quality gate: test's success goes through a
 // decision agent with thresholds 0.85/0.7, and messaging.
 func qualityGate(mods ...func(*flowv1.JourneySpec)) def {
 	gate := choose("quality-decision", "staging", "fix-critical", "fix-minor")

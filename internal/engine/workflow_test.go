@@ -9,7 +9,7 @@ import (
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
 
-// workflow is seed 002's engine-owned loop as a journey of External executors:
+// workflow is an engine-owned review loop as a journey of External executors:
 // plan -> generate -> review -> (complete | revise -> review ...). A review failure
 // starts a new cycle (JumpBack: iteration + 1); a review that reports an error, or a
 // failed revision, fails the Session; cancellation is spec.cancel.

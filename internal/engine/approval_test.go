@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+)
+
+func TestApprovals(t *testing.T) {
+	start := func(t *testing.T) *session {
+		s := newSession(t, planner())
+		s.spec.InitialContext = raw(`{"collect":"sufficient_context","outline_ok_at":2,"schedule":"success"}`)
+		s.settle()
+		s.expect(flowv1.PhaseAwaitingApproval, "seek-approval")
+		if c := s.condition(flowv1.ConditionAwaitingApproval); c == nil || c.Status != metav1.ConditionTrue {
+			t.Fatalf("AwaitingApproval %+v", c)
+		}
+		return s
+	}
+	t.Run("approved", func(t *testing.T) {
+		s := start(t)
+		id := s.st.LastDecision.ID
+		s.say("m1", "any news?") // messages wait while a decision is pending
+		s.approve("d-999", true, "")
+		s.settle()
+		s.expect(flowv1.PhaseAwaitingApproval, "seek-approval")
+		if f := s.st.LastTurn.Failures; len(f) != 1 || s.st.LastTurn.FinishReason != flowv1.FinishPolicyDenied {
+			t.Errorf("unknown decision: %s", dump(s.st.LastTurn))
+		}
+		if s.st.ProcessedMessages != 0 {
+			t.Error("a message was processed while awaiting approval")
+		}
+		s.approve(id, true, "")
+		s.settle()
+		s.expect(flowv1.PhaseCompleted, "complete")
+		if d := s.st.History[len(s.st.History)-2]; d.Source != flowv1.SourceApproval || d.To != "complete" || d.Reason != "approved by alice" {
+			t.Errorf("history %s", dump(d))
+		}
+		if s.st.ProcessedApprovals != 2 {
+			t.Errorf("processedApprovals %d", s.st.ProcessedApprovals)
+		}
+	})
+	t.Run("sent back with a destination", func(t *testing.T) {
+		s := start(t)
+		s.approve(s.st.LastDecision.ID, true, "roadmap") // not allowed: ignored
+		s.settle()
+		s.expect(flowv1.PhaseAwaitingApproval, "seek-approval")
+		s.approve(s.st.LastDecision.ID, true, "outline")
+		s.step()
+		s.expect(flowv1.PhaseRunning, "outline")
+		if s.st.LastDecision.State != flowv1.DecisionApproved || s.st.LastDecision.To != "outline" {
+			t.Errorf("lastDecision %s", dump(s.st.LastDecision))
+		}
+	})
+	t.Run("rejected", func(t *testing.T) {
+		s := start(t)
+		id := s.st.LastDecision.ID
+		s.approve(id, false, "")
+		s.step()
+		s.expect(flowv1.PhaseRunning, "seek-approval")
+		if s.st.LastDecision.State != flowv1.DecisionRejected {
+			t.Errorf("state %s", s.st.LastDecision.State)
+		}
+		// The pathway runs again and asks again, under a new decision id.
+		s.settle()
+		s.expect(flowv1.PhaseAwaitingApproval, "seek-approval")
+		if s.st.LastDecision.ID == id || s.st.LastDecision.State != flowv1.DecisionPending {
+			t.Errorf("new decision %s", dump(s.st.LastDecision))
+		}
+		// Approving the old id now does nothing.
+		s.approve(id, true, "")
+		s.settle()
+		s.expect(flowv1.PhaseAwaitingApproval, "seek-approval")
+	})
+	t.Run("restricted approvers", func(t *testing.T) {
+		d := planner()
+		d.p["seek-approval"].Transitions.OnSuccess.Decision.Approvers = &flowv1.Approvers{Users: []string{"bob"}}
+		s := newSession(t, d)
+		s.spec.InitialContext = raw(`{"collect":"sufficient_context","outline_ok_at":2,"schedule":"success"}`)
+		s.settle()
+		s.approve(s.st.LastDecision.ID, true, "") // by alice
+		s.settle()
+		s.expect(flowv1.PhaseAwaitingApproval, "seek-approval")
+		s.spec.Approvals = append(s.spec.Approvals, flowv1.Approval{DecisionID: s.st.LastDecision.ID, Approve: true, By: "bob"})
+		s.settle()
+		s.expect(flowv1.PhaseCompleted, "complete")
+	})
+}

@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+)
+
+func TestMergeRules(t *testing.T) {
+	base := map[string]any{
+		"name":     "Ann",
+		"rejected": []any{map[string]any{"id": "dr1"}, "x"},
+		"prefs":    map[string]any{"time": "am", "loc": map[string]any{"city": "Oslo"}},
+		"count":    1.0,
+		"tags":     []any{"a"},
+	}
+	upd := map[string]any{
+		"name":     "Bob",                                                                // scalar replaces
+		"rejected": []any{map[string]any{"id": "dr1"}, map[string]any{"id": "dr2"}, "x"}, // lists append de-duplicated
+		"prefs":    map[string]any{"loc": map[string]any{"zip": "0150"}},                 // maps deep-merge
+		"count":    []any{2.0},                                                           // a type change replaces
+		"tags":     []any{"b", "b"},
+		"new":      true,
+	}
+	want := map[string]any{
+		"name":     "Bob",
+		"rejected": []any{map[string]any{"id": "dr1"}, "x", map[string]any{"id": "dr2"}},
+		"prefs":    map[string]any{"time": "am", "loc": map[string]any{"city": "Oslo", "zip": "0150"}},
+		"count":    []any{2.0},
+		"tags":     []any{"a", "b"},
+		"new":      true,
+	}
+	before := string(encodeJSON(base))
+	got := mergeObject(base, upd)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("merge:\n got %s\nwant %s", encodeJSON(got), encodeJSON(want))
+	}
+	if string(encodeJSON(base)) != before {
+		t.Error("merge modified its base")
+	}
+	// The set path for long lists gives the same result as the pairwise one.
+	var long, add []any
+	for i := range 100 {
+		long = append(long, map[string]any{"id": float64(i)})
+	}
+	for i := 90; i < 120; i++ {
+		add = append(add, map[string]any{"id": float64(i)}, map[string]any{"id": float64(i)})
+	}
+	if got := appendUnique(long, add); len(got) != 120 {
+		t.Errorf("appendUnique: %d items, want 120", len(got))
+	}
+}
+
+func TestContextCapAndVersions(t *testing.T) {
+	d := conversation(func(j *flowv1.JourneySpec) { j.Limits.MaxContextBytes = 1024 })
+	d.p["chat"].Accumulate = []string{"notes", "last"}
+	d.p["chat"].Builtin.Outputs = []flowv1.BuiltinOutput{
+		{Name: "notes", Expression: `[message]`},
+		{Name: "last", Expression: `message`},
+	}
+	s := newSession(t, d)
+	s.spec.InitialContext = raw(`{"user":"ann"}`)
+	s.say("m1", "first").say("m2", "second")
+	s.settle()
+	if s.st.ContextVersion != 2 || !reflect.DeepEqual(s.context()["notes"], []any{"first", "second"}) {
+		t.Fatalf("context v%d %v", s.st.ContextVersion, s.context())
+	}
+	// A message that would overflow the context is an error, not a truncation.
+	s.say("m3", strings.Repeat("z", 1000))
+	s.settle()
+	if s.st.ContextVersion != 2 || len(s.st.Context.Raw) > 1024 {
+		t.Fatalf("context changed past its cap: v%d, %d bytes", s.st.ContextVersion, len(s.st.Context.Raw))
+	}
+	if f := s.st.LastTurn.Failures; len(f) != 1 || !strings.Contains(f[0].Message, "over maxContextBytes 1024") {
+		t.Errorf("failures %s", dump(f))
+	}
+	s.expect(flowv1.PhaseWaitingForInput, "chat")
+
+	// Each change is a version holding the previous values of the keys it changed (null:
+	// the key was absent), so it can be undone.
+	want := []flowv1.ContextVersion{
+		{Version: 1, Pathway: "chat", Keys: []string{"last", "notes"}, Previous: raw(`{"last":null,"notes":null}`)},
+		{Version: 2, Pathway: "chat", Keys: []string{"last", "notes"}, Previous: raw(`{"last":"first","notes":["first"]}`)},
+	}
+	if got := s.st.ContextHistory; !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("contextHistory %s, want %s", dump(got), dump(want))
+	}
+	// FailFast fails the Session instead.
+	d.j.ErrorRecovery = flowv1.ErrorRecoveryFailFast
+	s = newSession(t, d)
+	s.say("m1", strings.Repeat("z", 1000))
+	s.settle()
+	s.expect(flowv1.PhaseFailed, "chat")
+	if c := s.condition(flowv1.ConditionReady); c.Reason != flowv1.ReasonContextTooLarge {
+		t.Errorf("Ready %+v", c)
+	}
+}
+
+func TestContextHistoryIsBounded(t *testing.T) {
+	d := conversation()
+	d.p["chat"].Accumulate = []string{"n"}
+	d.p["chat"].Builtin.Outputs = []flowv1.BuiltinOutput{{Name: "n", Expression: `session.turns`}}
+	s := newSession(t, d)
+	for i := range 25 {
+		s.say("m"+string(rune('a'+i)), "hi")
+	}
+	s.settle()
+	if s.st.ContextVersion != 25 || len(s.st.ContextHistory) != MaxContextVersions || s.st.ContextHistory[0].Version != 16 {
+		t.Errorf("version %d, %d versions kept from %d", s.st.ContextVersion, len(s.st.ContextHistory), s.st.ContextHistory[0].Version)
+	}
+}
+
+func TestDetourWithoutPreservingContext(t *testing.T) {
+	d := fuzzJourney(flowv1.ErrorRecoveryGraceful, true)
+	s := newSession(t, d)
+	s.answer = (&llm{
+		intent: func(intentReq) (intentResp, error) { return intentResp{Intent: "none", Confidence: 1}, nil },
+		pathway: func(req pathwayReq) (pathwayResp, error) {
+			if req.Pathway == "help" {
+				return pathwayResp{Outputs: map[string]any{"items": []any{"from-help"}}, ResultType: flowv1.ResultSuccess, Complete: true}, nil
+			}
+			return pathwayResp{Outputs: map[string]any{"items": []any{"from-booking"}}, ResultType: flowv1.ResultSuccess, Complete: false}, nil
+		},
+	}).answer
+	s.say("m1", "hello").say("m2", "book something")
+	s.settle()
+	s.expect(flowv1.PhaseWaitingForInput, "booking")
+	s.say("m3", "I need help")
+	s.settle()
+	// help is a detour that does not preserve context: its items are gone after the return.
+	s.expect(flowv1.PhaseWaitingForInput, "booking")
+	if got := s.context()["items"]; !reflect.DeepEqual(got, []any{"from-booking"}) {
+		t.Errorf("items %v", got)
+	}
+	if got := s.path(); got != "intake>booking>help>booking" {
+		t.Errorf("path %s", got)
+	}
+}
