@@ -66,81 +66,74 @@ func (p *parser) value(depth int) (any, bool) {
 
 // object parses an object at p.i (a '{').
 func (p *parser) object(depth int) (any, bool) {
-	p.i++
 	m := map[string]any{}
-	p.space()
-	if p.i < len(p.b) && p.b[p.i] == '}' {
-		p.i++
-		return m, true
-	}
-	for {
-		p.space()
+	ok := p.members('}', func() bool {
 		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			return nil, false
+			return false
 		}
 		k, ok := p.str()
 		if !ok {
-			return nil, false
+			return false
 		}
 		p.space()
 		if p.i >= len(p.b) || p.b[p.i] != ':' {
-			return nil, false
+			return false
 		}
 		p.i++
 		p.space()
 		v, ok := p.value(depth + 1)
-		if !ok {
-			return nil, false
-		}
 		m[k] = v
-		if more, ok := p.next('}'); !ok {
-			return nil, false
-		} else if !more {
-			return m, true
-		}
+		return ok
+	})
+	if !ok {
+		return nil, false
 	}
+	return m, true
 }
 
 // array parses an array at p.i (a '[').
 func (p *parser) array(depth int) (any, bool) {
-	p.i++
 	list := []any{}
+	ok := p.members(']', func() bool {
+		v, ok := p.value(depth + 1)
+		list = append(list, v)
+		return ok
+	})
+	if !ok {
+		return nil, false
+	}
+	return list, true
+}
+
+// members parses the members of an object or array whose opening byte is at p.i, up
+// to its closing byte end: member parses one, at p.i after spaces, and reports whether
+// it was valid; members are separated by ','.
+func (p *parser) members(end byte, member func() bool) bool {
+	p.i++
 	p.space()
-	if p.i < len(p.b) && p.b[p.i] == ']' {
+	if p.i < len(p.b) && p.b[p.i] == end {
 		p.i++
-		return list, true
+		return true
 	}
 	for {
 		p.space()
-		v, ok := p.value(depth + 1)
-		if !ok {
-			return nil, false
+		if !member() {
+			return false
 		}
-		list = append(list, v)
-		if more, ok := p.next(']'); !ok {
-			return nil, false
-		} else if !more {
-			return list, true
+		p.space()
+		if p.i >= len(p.b) {
+			return false
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+		case end:
+			p.i++
+			return true
+		default:
+			return false
 		}
 	}
-}
-
-// next reads what follows a member of an object or array: a ',' (more members
-// follow) or the closing byte end (no more). ok is false for anything else.
-func (p *parser) next(end byte) (more, ok bool) {
-	p.space()
-	if p.i >= len(p.b) {
-		return false, false
-	}
-	switch p.b[p.i] {
-	case ',':
-		p.i++
-		return true, true
-	case end:
-		p.i++
-		return false, true
-	}
-	return false, false
 }
 
 func (p *parser) literal(lit string) bool {
