@@ -108,19 +108,12 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// pendingDecision is the decision a Session waits on, or nil.
+// pendingDecision is the decision a Session waits on, or nil. An answered decision
+// is not pending, even before the controller catches up.
 func pendingDecision(s *flowv1alpha1.Session) *flowv1alpha1.DecisionRecord {
-	d := s.Status.LastDecision
-	if d == nil || d.ID == "" {
+	d := s.Status.PendingDecision()
+	if d == nil || s.Spec.ApprovalIndex(d.ID) >= 0 {
 		return nil
-	}
-	if d.State != flowv1alpha1.DecisionPending && d.State != flowv1alpha1.DecisionEscalated {
-		return nil
-	}
-	for _, a := range s.Spec.Approvals {
-		if a.DecisionID == d.ID {
-			return nil // answered; the controller has not caught up yet
-		}
 	}
 	return d
 }
