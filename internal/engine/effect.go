@@ -126,12 +126,8 @@ func (e *Effect) Record(sessionUID string, step int64, resp any, err error) *flo
 		if err == nil {
 			res.Destination = r.Destination
 			res.Reasoning = r.Reasoning
-			c, ok := confidenceOf(r.Confidence)
-			res.Confidence = c
-			if !ok {
+			if !recordConfidence(res, rec.Agent, r.Confidence) {
 				res.Destination = ""
-				res.Failure = &flowv1.Failure{Source: flowv1.FailureLLM, Component: rec.Agent, Kind: flowv1.FailureValidation,
-					Message: fmt.Sprintf("confidence %v is not between 0 and 1", r.Confidence)}
 			}
 		}
 	case agent.IntentResponse:
@@ -139,12 +135,8 @@ func (e *Effect) Record(sessionUID string, step int64, resp any, err error) *flo
 		if err == nil {
 			res.Intent = r.Intent
 			res.Reasoning = r.Reasoning
-			c, ok := confidenceOf(r.Confidence)
-			res.Confidence = c
-			if !ok {
+			if !recordConfidence(res, rec.Agent, r.Confidence) {
 				res.Intent = agent.NoIntent
-				res.Failure = &flowv1.Failure{Source: flowv1.FailureLLM, Component: rec.Agent, Kind: flowv1.FailureValidation,
-					Message: fmt.Sprintf("confidence %v is not between 0 and 1", r.Confidence)}
 			}
 		}
 	default:
@@ -157,6 +149,18 @@ func (e *Effect) Record(sessionUID string, step int64, resp any, err error) *flo
 		res.Intent = agent.NoIntent
 	}
 	return rec
+}
+
+// recordConfidence records an answer's confidence in res. One outside [0,1] is an
+// invalid answer from agentName: it records the failure and reports false.
+func recordConfidence(res *flowv1.AgentResult, agentName string, c float64) bool {
+	conf, ok := confidenceOf(c)
+	res.Confidence = conf
+	if !ok {
+		res.Failure = &flowv1.Failure{Source: flowv1.FailureLLM, Component: agentName, Kind: flowv1.FailureValidation,
+			Message: fmt.Sprintf("confidence %v is not between 0 and 1", c)}
+	}
+	return ok
 }
 
 func failureOf(err error, component string) flowv1.Failure {
