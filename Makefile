@@ -39,6 +39,10 @@ fmt: ## Run go fmt.
 vet: ## Run go vet.
 	$(GO) vet ./...
 
+.PHONY: lint
+lint: ## Run golangci-lint (pinned in go.mod) with the linters of .golangci.yml.
+	$(GO) tool golangci-lint run ./...
+
 .PHONY: verify
 verify: manifests generate docs ## Regenerate everything, then fail if the tree changed.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
@@ -53,7 +57,7 @@ test-unit: ## Unit tests that need no control plane.
 	$(GO) test ./api/... ./internal/engine/... ./internal/agent/... ./internal/expr/...
 
 .PHONY: test
-test: envtest vet ## The whole test suite: unit, envtest, e2e with kubectl.
+test: envtest vet lint ## The whole test suite: lint, unit, envtest, e2e with kubectl.
 	KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" $(GO) test -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: bench-engine
