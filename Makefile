@@ -42,6 +42,9 @@ vet: ## Run go vet.
 .PHONY: chart
 chart: manifests ## Regenerate the Helm chart's CRDs, RBAC rules and webhooks (dist/chart) from config/.
 	$(GO) run ./hack/chart .
+.PHONY: lint
+lint: ## Run golangci-lint (pinned in go.mod) with the linters of .golangci.yml.
+	$(GO) tool golangci-lint run ./...
 
 .PHONY: verify
 verify: manifests generate docs chart ## Regenerate everything, then fail if the tree changed.
@@ -61,7 +64,7 @@ test-unit: ## Unit tests that need no control plane.
 	$(GO) test ./api/... ./internal/engine/... ./internal/agent/... ./internal/expr/...
 
 .PHONY: test
-test: envtest chromium vet ## The whole test suite: unit, envtest, browser (headless Chromium), e2e with kubectl.
+test: envtest chromium vet lint ## The whole test suite: lint, unit, envtest, browser (headless Chromium), e2e with kubectl.
 	KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" $(GO) test -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: bench-engine
