@@ -54,7 +54,7 @@ func (p Phase) IsTerminal() bool {
 	return p == PhaseCompleted || p == PhaseFailed || p == PhaseCancelled
 }
 
-// ResultType classifies how a pathway turn went (seed 004 outcome types).
+// ResultType classifies how a pathway turn went.
 // +kubebuilder:validation:Enum=success;failure;partial_success;unclear
 type ResultType string
 
@@ -65,7 +65,7 @@ const (
 	ResultUnclear        ResultType = "unclear"
 )
 
-// Action is what a transition does to the Session (seed 004 transition actions).
+// Action is what a transition does to the Session.
 // +kubebuilder:validation:Enum=Advance;JumpBack;Retry;Block;Close
 type Action string
 

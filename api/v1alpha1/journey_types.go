@@ -35,7 +35,7 @@ type JourneySpec struct {
 	Agents []AgentSpec `json:"agents,omitempty"`
 
 	// transitions are global rules evaluated on every message, highest priority first,
-	// ties broken by declaration order (seed 000 __transitions__).
+	// ties broken by declaration order.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -177,7 +177,7 @@ type BuiltinAgent struct {
 	Confidence Confidence `json:"confidence,omitempty"`
 }
 
-// GlobalTransition is a rule evaluated on every message (seed 000 Transition).
+// GlobalTransition is a rule evaluated on every message.
 type GlobalTransition struct {
 	// name identifies the transition in status, events and metrics.
 	// +required
@@ -371,7 +371,7 @@ type Budget struct {
 	MaxCostUSD Decimal `json:"maxCostUSD,omitempty"`
 }
 
-// LoopPrevention blocks oscillation (seed 004): a cycle of pathways repeated more than
+// LoopPrevention blocks oscillation: a cycle of pathways repeated more than
 // maxCycleRepeats times within the last window transitions.
 type LoopPrevention struct {
 	// window is how many recent transitions are inspected. Defaults to 8.

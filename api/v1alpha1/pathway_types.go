@@ -10,7 +10,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="self.executor != 'External' || !has(self.agents) || size(self.agents) == 0",fieldPath=".agents",message="an External pathway has no agents: its outcome is posted on the Session"
 // +kubebuilder:validation:XValidation:rule="self.executor != 'External' || !has(self.builtin)",fieldPath=".builtin",message="an External pathway has no builtin section: its outcome is posted on the Session"
 type PathwaySpec struct {
-	// signature is what the pathway does (seed 000 Layer 2): instructions, intent,
+	// signature is what the pathway does: instructions, intent,
 	// guidelines, inputs and outputs. Agents are prompted from it.
 	// +optional
 	Signature Signature `json:"signature,omitzero"`
@@ -70,7 +70,7 @@ type PathwaySpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="timeout must be a positive duration such as 30s, 2m or 1m30s"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
-	// transitions pick the next pathway by the turn's outcome (seed 004).
+	// transitions pick the next pathway by the turn's outcome.
 	// +optional
 	Transitions *OutcomeTransitions `json:"transitions,omitempty"`
 
@@ -108,7 +108,7 @@ const (
 	RunOnEntry   RunOn = "Entry"
 )
 
-// Signature is a pathway's contract with its agents (seed 000 Layer 2).
+// Signature is a pathway's contract with its agents.
 type Signature struct {
 	// instructions tell the agent what to do (the signature's docstring).
 	// +optional
@@ -189,7 +189,7 @@ type RetryPolicy struct {
 	Limit int32 `json:"limit"`
 }
 
-// OutcomeTransitions pick the next pathway by a complete turn's result type (seed 004).
+// OutcomeTransitions pick the next pathway by a complete turn's result type.
 type OutcomeTransitions struct {
 	// onSuccess applies to a success outcome.
 	// +optional
@@ -227,7 +227,7 @@ type OutcomeTransition struct {
 	Decision *Decision `json:"decision,omitempty"`
 }
 
-// Decision lets rules or an agent choose among allowed destinations (seed 004).
+// Decision lets rules or an agent choose among allowed destinations.
 // +kubebuilder:validation:XValidation:rule="!has(self.rules) || self.rules.all(r, r.to in self.allowedDestinations)",fieldPath=".rules",message="every rule's to must be one of allowedDestinations"
 type Decision struct {
 	// agent is the decision agent. Empty means the builtin provider.
@@ -264,7 +264,7 @@ type Decision struct {
 	Approvers *Approvers `json:"approvers,omitempty"`
 }
 
-// ConfidenceThresholds (seed 004): confidence >= autoAdvance applies the decision,
+// ConfidenceThresholds: confidence >= autoAdvance applies the decision,
 // >= requireApproval waits for approval, lower escalates.
 // +kubebuilder:validation:XValidation:rule="!(has(self.autoAdvance) ? self.autoAdvance : '0.8').matches('^[0-9]+([.][0-9]+)?$') || !(has(self.requireApproval) ? self.requireApproval : '0.6').matches('^[0-9]+([.][0-9]+)?$') || double(has(self.autoAdvance) ? self.autoAdvance : '0.8') >= double(has(self.requireApproval) ? self.requireApproval : '0.6')",message="autoAdvance must be greater than or equal to requireApproval (they default to 0.8 and 0.6)"
 type ConfidenceThresholds struct {

@@ -204,7 +204,7 @@ type SessionStatus struct {
 	// journalDropped counts the oldest journal entries dropped past limits.maxJournal.
 	// +optional
 	JournalDropped int32 `json:"journalDropped,omitempty"`
-	// lastTurn is the typed outcome of the last turn (seed 001): the single source of
+	// lastTurn is the typed outcome of the last turn: the single source of
 	// truth for what happened in it.
 	// +optional
 	LastTurn *TurnOutcome `json:"lastTurn,omitempty"`
@@ -428,7 +428,7 @@ type DecisionRecord struct {
 	State DecisionState `json:"state,omitempty"`
 }
 
-// FinishReason is how a turn ended (seed 001).
+// FinishReason is how a turn ended.
 // +kubebuilder:validation:Enum=Success;Error;IterationLimit;Deadline;PolicyDenied;BudgetExceeded;LoopDetected;TurnLimit;TransitionLimit;AwaitingApproval;Escalated;Cancelled
 type FinishReason string
 
@@ -447,7 +447,7 @@ const (
 	FinishCancelled        FinishReason = "Cancelled"
 )
 
-// TurnOutcome is the typed result of one turn (seed 001).
+// TurnOutcome is the typed result of one turn.
 type TurnOutcome struct {
 	// trigger is what started the turn.
 	// +optional
@@ -487,7 +487,7 @@ type TurnOutcome struct {
 	Usage Usage `json:"usage,omitzero"`
 }
 
-// FailureSource is where a failure came from (seed 001).
+// FailureSource is where a failure came from.
 // +kubebuilder:validation:Enum=System;LLM;Tool;Transport;Policy
 type FailureSource string
 
@@ -499,7 +499,7 @@ const (
 	FailurePolicy    FailureSource = "Policy"
 )
 
-// FailureKind classifies a failure (seed 001).
+// FailureKind classifies a failure.
 // +kubebuilder:validation:Enum=Exception;Timeout;Validation;Policy;RateLimit;Unknown
 type FailureKind string
 
@@ -512,7 +512,7 @@ const (
 	FailureUnknown    FailureKind = "Unknown"
 )
 
-// Failure is a typed failure record (seed 001 FailureEvent).
+// Failure is a typed failure record.
 type Failure struct {
 	// source is where it came from.
 	// +required

@@ -17,6 +17,12 @@ import (
 )
 
 func main() {
+	os.Exit(run())
+}
+
+// run executes the command and returns the process's exit code, so that deferred calls
+// run before the process exits.
+func run() int {
 	// The plugin reports through its output and errors; the client library's own logs
 	// would only repeat them (and it complains after 30s when no logger is set).
 	ctrllog.SetLogger(logr.Discard())
@@ -25,7 +31,7 @@ func main() {
 	cmd := plugin.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
 	if err := cmd.ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "error: %v\n", err)
-		stop()
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }

@@ -11,6 +11,21 @@ import (
 // tellStories applies the samples, then walks one healthcare conversation and one
 // review loop turn by turn with the plugin, showing what a person would see.
 func tellStories(ctx context.Context, k kubectl) error {
+	if err := applySamples(k); err != nil {
+		return err
+	}
+	if err := healthcareStory(ctx, k); err != nil {
+		return err
+	}
+	if err := reviewStory(ctx, k); err != nil {
+		return err
+	}
+	say("All sessions")
+	return k.show("get", "sessions", "-o", "wide")
+}
+
+// applySamples applies the samples and waits for their Journeys to be Ready.
+func applySamples(k kubectl) error {
 	say("Applying the sample journeys, pathways and sessions")
 	if err := k.show("apply", "-k", "config/samples"); err != nil {
 		return err
@@ -24,11 +39,12 @@ func tellStories(ctx context.Context, k kubectl) error {
 	if err := k.show("get", "journeys"); err != nil {
 		return err
 	}
-	if err := k.show("journey", "graph", "healthcare-referral", "--format", "mermaid"); err != nil {
-		return err
-	}
+	return k.show("journey", "graph", "healthcare-referral", "--format", "mermaid")
+}
 
-	say("Healthcare referral (seed 000): a new patient, one message at a time")
+// healthcareStory is a new patient's conversation, one message at a time.
+func healthcareStory(ctx context.Context, k kubectl) error {
+	say("Healthcare referral: a new patient, one message at a time")
 	if err := k.create(`{"apiVersion":"flow.journey.dev/v1alpha1","kind":"Session",
 		"metadata":{"name":"patient-12345","namespace":"default"},
 		"spec":{"journeyRef":{"name":"healthcare-referral"},
@@ -56,11 +72,12 @@ func tellStories(ctx context.Context, k kubectl) error {
 	if err := k.show("get", "session", "patient-12345", "-o", "jsonpath={.status.context.rejected_doctors[*].name}{\"\\n\"}"); err != nil {
 		return err
 	}
-	if err := k.show("journey", "history", "patient-12345"); err != nil {
-		return err
-	}
+	return k.show("journey", "history", "patient-12345")
+}
 
-	say("Review loop (seed 002): External executors post outcomes; a failed review starts iteration 2")
+// reviewStory is a review loop whose first review fails and starts iteration 2.
+func reviewStory(ctx context.Context, k kubectl) error {
+	say("Review loop: External executors post outcomes; a failed review starts iteration 2")
 	if err := k.create(`{"apiVersion":"flow.journey.dev/v1alpha1","kind":"Session",
 		"metadata":{"name":"review-42","namespace":"default"},
 		"spec":{"journeyRef":{"name":"review-loop"},"initialContext":{"entity":"Invoice"}}}`); err != nil {
@@ -95,12 +112,7 @@ func tellStories(ctx context.Context, k kubectl) error {
 	if err := k.show("get", "session", "review-42"); err != nil {
 		return err
 	}
-	if err := k.show("journey", "history", "review-42"); err != nil {
-		return err
-	}
-
-	say("All sessions")
-	return k.show("get", "sessions", "-o", "wide")
+	return k.show("journey", "history", "review-42")
 }
 
 func (k kubectl) create(manifest string) error {

@@ -75,8 +75,8 @@ func imageEntry(img string) string {
 
 func imageFor(placeholder, img string) string {
 	name, tag, digest := img, "", ""
-	if i := strings.Index(name, "@"); i >= 0 {
-		name, digest = name[:i], name[i+1:]
+	if n, d, ok := strings.Cut(name, "@"); ok {
+		name, digest = n, d
 	}
 	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
 		name, tag = name[:i], name[i+1:]

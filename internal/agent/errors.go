@@ -27,7 +27,7 @@ const (
 // Error is a classified agent failure. Its message never contains secrets.
 type Error struct {
 	Class ErrorClass
-	// Kind and Source are the typed failure (seed 001) recorded in status.
+	// Kind and Source are the typed failure recorded in status.
 	Kind   flowv1.FailureKind
 	Source flowv1.FailureSource
 	// Agent is the agent's name.

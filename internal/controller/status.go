@@ -48,6 +48,8 @@ const conflictRetry = 50 * time.Millisecond
 // computeResult is the result of a reconcile that ended with o.
 func computeResult(o outcome) (ctrl.Result, error) {
 	switch o.kind {
+	case done:
+		return ctrl.Result{}, nil
 	case requeue:
 		return ctrl.Result{RequeueAfter: o.after}, nil
 	case conflict:

@@ -57,9 +57,7 @@ func TestJournalReproducesBuiltinRun(t *testing.T) {
 	}
 	local := newSession(t, healthcare())
 	remote := newSession(t, remoteHealthcare())
-	fake := &llm{pathway: func(req agent.PathwayRequest) (agent.PathwayResponse, error) {
-		return builtin.Run(req) // the LLM happens to answer like the builtin provider
-	}}
+	fake := &llm{pathway: builtin.Run} // the LLM happens to answer like the builtin provider
 	remote.answer = fake.answer
 	for _, s := range []*session{local, remote} {
 		s.spec.InitialContext = raw(`{"insurance_id":"INS-123456"}`)
@@ -82,7 +80,7 @@ func TestJournalReproducesBuiltinRun(t *testing.T) {
 
 func TestJournalCrashRepeatsOneCall(t *testing.T) {
 	s := newSession(t, remoteHealthcare())
-	fake := &llm{pathway: func(req agent.PathwayRequest) (agent.PathwayResponse, error) { return builtin.Run(req) }}
+	fake := &llm{pathway: builtin.Run}
 	s.answer = fake.answer
 	s.say("m1", "Hi, here is my referral")
 	first := s.step()

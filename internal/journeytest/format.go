@@ -441,7 +441,7 @@ func (c *Case) check() error {
 	}
 	if c.Start != "" {
 		if _, err := time.Parse(time.RFC3339, c.Start); err != nil {
-			return fmt.Errorf("start: %v", err)
+			return fmt.Errorf("start: %w", err)
 		}
 	}
 	for i := range c.Steps {

@@ -328,7 +328,7 @@ func firstDifference(path string, a, b any) (string, any, any, bool) {
 			}
 			av, ina := am[k]
 			bv, inb := bm[k]
-			var x, y any = av, bv
+			x, y := any(av), any(bv)
 			if !ina {
 				x = absent{}
 			}

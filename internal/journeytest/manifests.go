@@ -146,7 +146,7 @@ func (o *objects) journey(name string) (*flowv1.Journey, error) {
 	case name == "" && len(o.journeys) == 1:
 		return o.journeys[0], nil
 	case name == "":
-		return nil, fmt.Errorf("the manifests hold several Journeys (%s): say which with journey:", strings.Join(names, ", "))
+		return nil, fmt.Errorf("the manifests hold several Journeys (%s): say which with the journey field", strings.Join(names, ", "))
 	}
 	return nil, fmt.Errorf("journey %q is not in the manifests (they hold %s)", name, strings.Join(names, ", "))
 }
