@@ -22,7 +22,7 @@ func condition(s *flowv1.Session, typ string) *metav1.Condition {
 func TestRateLimitedAgentRecovers(t *testing.T) {
 	ns := newNamespace(t)
 	cs := newChatServer(t, faqClassifier)
-	cs.status.Store(http.StatusTooManyRequests)
+	cs.Respond(failing(http.StatusTooManyRequests))
 	startManager(t, ns, Options{})
 	s := withOpenAITriage(t, ns, cs)
 	create(t, s)
@@ -42,7 +42,7 @@ func TestRateLimitedAgentRecovers(t *testing.T) {
 		t.Fatal("the API key leaked into status")
 	}
 
-	cs.status.Store(0)
+	cs.Respond(answering(faqClassifier))
 	got := settled(t, ns, s.Name, func(s *flowv1.Session) error {
 		if s.Status.ProcessedMessages < 1 {
 			return fmt.Errorf("processed %d", s.Status.ProcessedMessages)
@@ -61,7 +61,7 @@ func TestRateLimitedAgentRecovers(t *testing.T) {
 func TestUnauthorizedAgentStallsSession(t *testing.T) {
 	ns := newNamespace(t)
 	cs := newChatServer(t, faqClassifier)
-	cs.status.Store(http.StatusUnauthorized)
+	cs.Respond(failing(http.StatusUnauthorized))
 	startManager(t, ns, Options{})
 	s := withOpenAITriage(t, ns, cs)
 	create(t, s)
@@ -77,9 +77,9 @@ func TestUnauthorizedAgentStallsSession(t *testing.T) {
 		}
 		return nil
 	})
-	calls := cs.calls.Load()
+	calls := cs.Calls()
 	time.Sleep(500 * time.Millisecond)
-	if cs.calls.Load() != calls {
-		t.Errorf("a terminal error was retried: %d calls, then %d", calls, cs.calls.Load())
+	if cs.Calls() != calls {
+		t.Errorf("a terminal error was retried: %d calls, then %d", calls, cs.Calls())
 	}
 }
