@@ -49,3 +49,19 @@ func run(m *testing.M, setup func(*Environment) error, opts []Option) int {
 	}
 	return m.Run()
 }
+
+// New starts a control plane for one test and stops it when the test ends; a control
+// plane that cannot start fails the test.
+func New(t testing.TB, opts ...Option) *Environment {
+	t.Helper()
+	env, err := Start(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping control plane: %v", err)
+		}
+	})
+	return env
+}
