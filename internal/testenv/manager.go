@@ -119,6 +119,18 @@ func (m *Manager) WaitForWebhooks(timeout time.Duration) error {
 	})
 }
 
+// RunManager creates and starts a manager that runs until env.Stop: the manager of a
+// whole test binary (TestMain) or of a program.
+func (e *Environment) RunManager(o ManagerOptions) (*Manager, error) {
+	m, err := e.NewManager(o)
+	if err != nil {
+		return nil, err
+	}
+	m.Start()
+	e.managers = append(e.managers, m)
+	return m, nil
+}
+
 // StartManager creates and starts a manager that runs until the test ends (or until
 // its Stop); an error from it fails the test.
 func (e *Environment) StartManager(t testing.TB, o ManagerOptions) *Manager {

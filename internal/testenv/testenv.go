@@ -8,6 +8,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -54,6 +55,20 @@ type Environment struct {
 	Config *rest.Config
 	// Client is an admin client with Scheme: it plays the users and writes fixtures.
 	Client client.Client
+
+	managers []*Manager
+}
+
+// Stop stops the managers RunManager started, then the control plane.
+func (e *Environment) Stop() error {
+	var errs []error
+	for i := len(e.managers) - 1; i >= 0; i-- {
+		if err := e.managers[i].Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("manager: %w", err))
+		}
+	}
+	e.managers = nil
+	return errors.Join(append(errs, e.Environment.Stop())...)
 }
 
 // Option configures Start.
