@@ -6,11 +6,8 @@ package validation
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -28,33 +25,10 @@ var k client.Client
 const ns = "validation"
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	env, err := testenv.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping control plane:", err)
-		}
-	}()
-	k, err = client.New(env.Config, client.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	namespace := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns},
-	}}
-	if err := k.Create(context.Background(), namespace); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	testenv.Main(m, func(env *testenv.Environment) error {
+		k = env.Client
+		return env.CreateNamespace(ns)
+	})
 }
 
 // decodeAll decodes every document of a multi-document YAML (or JSON) stream.
