@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -142,6 +143,7 @@ type ChatServer struct {
 	latency  time.Duration
 	closing  chan struct{}
 	closed   bool
+	conns    int
 }
 
 // NewChatServer starts a chat server that answers with respond what nothing scripted
@@ -157,7 +159,15 @@ func NewChatServer(t testing.TB, respond Responder) *ChatServer {
 // server themselves.
 func NewChatServerNoCleanup(respond Responder) *ChatServer {
 	s := &ChatServer{respond: respond, closing: make(chan struct{})}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.handle))
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.handle))
+	s.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			s.mu.Lock()
+			s.conns++
+			s.mu.Unlock()
+		}
+	}
+	s.Start()
 	return s
 }
 
@@ -205,6 +215,13 @@ func (s *ChatServer) Calls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.requests)
+}
+
+// Connections is the number of connections clients opened so far.
+func (s *ChatServer) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns
 }
 
 // Request returns request n (from 1); a missing request fails t.
