@@ -17,11 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/controller"
@@ -124,24 +121,20 @@ func runOne(ctx context.Context, opts *options, smp *sample, n int, mode control
 	logf("plain client: %.0f status patches/s with %d workers, %.0f/s with %d", res.PlainRate, opts.concurrency, res.PlainRateWide, res.PlainWide)
 
 	// 2. The manager, configured as cmd/manager configures it, watching the bench namespace.
-	mgrCfg := rest.CopyConfig(env.Config)
-	mgrCfg.QPS, mgrCfg.Burst = float32(opts.qps), opts.burst
 	cacheOpts := controller.CacheOptions(nil)
 	if !opts.strip {
 		cacheOpts.DefaultTransform = nil
 	}
-	cacheOpts.DefaultNamespaces = map[string]cache.Config{benchNamespace: {}}
-	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cacheOpts,
-		Controller:             config.Controller{SkipNameValidation: ptrTo(true)},
+	mgr, err := env.NewManager(testenv.ManagerOptions{
+		Namespaces: []string{benchNamespace},
+		Cache:      cacheOpts,
+		QPS:        float32(opts.qps),
+		Burst:      opts.burst,
+		Setup: func(mgr ctrl.Manager) error {
+			return controller.Setup(mgr, controller.Options{Advance: mode, MaxConcurrentReconciles: opts.concurrency})
+		},
 	})
 	if err != nil {
-		return nil, err
-	}
-	if err := controller.Setup(mgr, controller.Options{Advance: mode, MaxConcurrentReconciles: opts.concurrency}); err != nil {
 		return nil, err
 	}
 	tr := newTracker()
@@ -152,13 +145,8 @@ func runOne(ctx context.Context, opts *options, smp *sample, n int, mode control
 	if _, err := inf.AddEventHandler(tr.handler()); err != nil {
 		return nil, err
 	}
-	mctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	defer func() {
-		stop()
-		<-done
-	}()
+	mgr.Start()
+	defer func() { _ = mgr.Stop() }()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		return nil, fmt.Errorf("cache did not sync")
 	}
@@ -172,7 +160,7 @@ func runOne(ctx context.Context, opts *options, smp *sample, n int, mode control
 	if opts.llmLatency > 0 {
 		srv := slowLLM(opts.llmLatency)
 		defer srv.Close()
-		smp = smp.withJourney(func(j *flowv1.Journey) bool { return remoteClassifier(j, srv.URL+"/v1") })
+		smp = smp.withJourney(func(j *flowv1.Journey) bool { return remoteClassifier(j, srv.BaseURL()) })
 		if smp == nil {
 			return nil, fmt.Errorf("the sample's journey has no intent classifier to make remote")
 		}
@@ -545,5 +533,3 @@ func heapAlloc() uint64 {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func ptrTo[T any](v T) *T { return &v }
