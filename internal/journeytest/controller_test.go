@@ -4,10 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,7 +43,7 @@ func TestAgainstTheController(t *testing.T) {
 	for _, sample := range []string{"healthcare-referral.yaml", "review-loop.yaml", "planning.yaml", "delivery-pipeline.yaml"} {
 		t.Run(sample, func(t *testing.T) {
 			var session string
-			objs := sampleObjects(t, filepath.Join(samplesDir(), sample))
+			objs := testenv.Manifests(t, filepath.Join(samplesDir(), sample))
 			// Pathways first: a Journey created before its Pathways can stay not Ready when
 			// its status write conflicts (the Journey controller drops conflicts without
 			// a requeue); that is the controllers' business, not this test's.
@@ -193,29 +188,5 @@ func waitSettled(t *testing.T, k client.Client, key types.NamespacedName) *flowv
 			t.Fatalf("session %s did not settle (%v):\n%s", key.Name, err, raw)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// sampleObjects reads the objects of a sample file.
-func sampleObjects(t *testing.T, path string) []*unstructured.Unstructured {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-	var out []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out
-			}
-			t.Fatal(fmt.Errorf("%s: %w", path, err))
-		}
-		if len(u.Object) > 0 {
-			out = append(out, u)
-		}
 	}
 }

@@ -5,14 +5,9 @@
 package validation
 
 import (
-	"bytes"
-	"errors"
-	"io"
-	"path/filepath"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/journeyops/journey-operator/internal/testenv"
@@ -31,29 +26,10 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// decodeAll decodes every document of a multi-document YAML (or JSON) stream.
-func decodeAll(data []byte) ([]*unstructured.Unstructured, error) {
-	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs, nil
-			}
-			return nil, err
-		}
-		if len(m) == 0 {
-			continue // an empty document
-		}
-		objs = append(objs, &unstructured.Unstructured{Object: m})
-	}
-}
-
 // decodeOne decodes a manifest that holds exactly one object.
 func decodeOne(t *testing.T, manifest string) *unstructured.Unstructured {
 	t.Helper()
-	objs, err := decodeAll([]byte(manifest))
+	objs, err := testenv.DecodeManifests([]byte(manifest))
 	if err != nil {
 		t.Fatalf("decoding manifest: %v\n%s", err, manifest)
 	}
@@ -61,9 +37,4 @@ func decodeOne(t *testing.T, manifest string) *unstructured.Unstructured {
 		t.Fatalf("want one object in the manifest, got %d", len(objs))
 	}
 	return objs[0]
-}
-
-// samplesDir is config/samples of the repository.
-func samplesDir() string {
-	return filepath.Join(testenv.RepoRoot(), "config", "samples")
 }
