@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -172,21 +173,24 @@ func (llm) ClassifyIntent(context.Context, agent.IntentRequest) (agent.IntentRes
 // waitSettled waits until the Session is no longer Pending or Running.
 func waitSettled(t *testing.T, k client.Client, key types.NamespacedName) *flowv1.Session {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		s := &flowv1.Session{}
-		err := k.Get(context.Background(), key, s)
-		if err == nil && s.Status.ObservedGeneration == s.Generation {
-			switch s.Status.Phase {
-			case "", flowv1.PhasePending, flowv1.PhaseRunning:
-			default:
-				return s
-			}
+	var s *flowv1.Session
+	err := testenv.Poll(30*time.Second, func() error {
+		s = &flowv1.Session{}
+		if err := k.Get(context.Background(), key, s); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			raw, _ := json.MarshalIndent(s.Status, "", "  ")
-			t.Fatalf("session %s did not settle (%v):\n%s", key.Name, err, raw)
+		if s.Status.ObservedGeneration != s.Generation {
+			return fmt.Errorf("generation %d not observed yet", s.Generation)
 		}
-		time.Sleep(20 * time.Millisecond)
+		switch s.Status.Phase {
+		case "", flowv1.PhasePending, flowv1.PhaseRunning:
+			return fmt.Errorf("phase %q", s.Status.Phase)
+		}
+		return nil
+	})
+	if err != nil {
+		raw, _ := json.MarshalIndent(s.Status, "", "  ")
+		t.Fatalf("session %s did not settle (%v):\n%s", key.Name, err, raw)
 	}
+	return s
 }
