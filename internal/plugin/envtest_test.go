@@ -182,10 +182,7 @@ func TestSayOnCluster(t *testing.T) {
 
 	// Many more at once, straight through SendMessage: none is lost or duplicated.
 	const n = 8
-	c, err := client.New(env.Config, client.Options{Scheme: Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.Client
 	key := types.NamespacedName{Namespace: "default", Name: "say"}
 	for i := range n {
 		wg.Go(func() {
