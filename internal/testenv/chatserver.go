@@ -118,6 +118,21 @@ type Responder func(ChatRequest) Reply
 // Always answers every request with r.
 func Always(r Reply) Responder { return func(ChatRequest) Reply { return r } }
 
+// Sequence answers the requests it is asked about with replies in order, then keeps
+// answering with the last one: with On, "the first two intent calls fail, then the
+// classifier answers".
+func Sequence(replies ...Reply) Responder {
+	var mu sync.Mutex
+	next := 0
+	return func(ChatRequest) Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		r := replies[min(next, len(replies)-1)]
+		next++
+		return r
+	}
+}
+
 // BySchema matches requests whose response_format json_schema is named name.
 func BySchema(name string) func(ChatRequest) bool {
 	return func(r ChatRequest) bool { return r.Schema == name }

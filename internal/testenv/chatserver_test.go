@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"fmt"
 	"context"
 	"encoding/json"
 	"io"
@@ -108,5 +109,26 @@ func TestChatServerConcurrentUse(t *testing.T) {
 	}
 	if len(seen) != 20 {
 		t.Errorf("%d distinct request numbers, want 20", len(seen))
+	}
+}
+
+func TestChatServerSequenceByMatcher(t *testing.T) {
+	s := NewChatServer(t, nil)
+	s.On(BySchema("intent"), Sequence(APIError(429, "busy", "rate_limit_exceeded"), Answer("ok")))
+	var statuses []int
+	for range 3 {
+		resp, _, err := post(t, context.Background(), s.BaseURL(), intentReq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		statuses = append(statuses, resp.StatusCode)
+	}
+	resp, body, err := post(t, context.Background(), s.BaseURL(), strings.Replace(intentReq, `"intent"`, `"decision"`, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	statuses = append(statuses, resp.StatusCode)
+	if fmt.Sprint(statuses) != "[429 200 200 500]" || !strings.Contains(body, "scripted no answer to request 4") {
+		t.Errorf("statuses %v, last body %s: want the sequence, then its last reply, then a 500 for what nothing answers", statuses, body)
 	}
 }
