@@ -63,9 +63,17 @@ chromium: ## Install Chromium (Debian's package, with apt-get) for the console's
 test-unit: ## Unit tests that need no control plane.
 	$(GO) test ./api/... ./internal/engine/... ./internal/agent/... ./internal/expr/...
 
+# The packages with concurrency (reconcilers and their managers, agent pipelines, the
+# plugin's watch, the harness's chat server, the short reliability run) run under the
+# race detector; the others run once without it. Nothing runs twice.
+RACE_PKGS ?= ./internal/controller/... ./internal/agent/... ./internal/plugin/... ./internal/testenv/... ./test/reliability/...
+
 .PHONY: test
-test: envtest chromium vet lint ## The whole test suite: lint, unit, envtest, browser (headless Chromium), e2e with kubectl.
-	KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" $(GO) test -timeout $(TEST_TIMEOUT) ./...
+test: envtest chromium vet lint ## The whole test suite: lint, unit, envtest, browser (headless Chromium), e2e with kubectl; concurrent packages under -race.
+	@race="$$($(GO) list $(RACE_PKGS))" && rest="$$($(GO) list ./... | grep -vxF "$$race")" && \
+	export KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" && \
+	echo "go test -race $(RACE_PKGS)" && $(GO) test -race -timeout $(TEST_TIMEOUT) $$race && \
+	echo "go test (the other packages)" && $(GO) test -timeout $(TEST_TIMEOUT) $$rest
 
 .PHONY: bench-engine
 bench-engine: ## Engine benchmarks.

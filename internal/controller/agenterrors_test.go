@@ -11,22 +11,31 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 func condition(s *flowv1.Session, typ string) *metav1.Condition {
 	return apimeta.FindStatusCondition(s.Status.Conditions, typ)
 }
 
-// A rate-limited endpoint sets AgentAvailable=False and loses nothing: when it
-// recovers, the message is processed once.
-func TestRateLimitedAgentRecovers(t *testing.T) {
+// triageAgainstFailingAgent runs the healthcare sample with its classifier on a chat
+// server that answers every call with status, and sends the first message.
+func triageAgainstFailingAgent(t *testing.T, status int) (string, *testenv.ChatServer, *flowv1.Session) {
+	t.Helper()
 	ns := newNamespace(t)
 	cs := newChatServer(t, faqClassifier)
-	cs.status.Store(http.StatusTooManyRequests)
+	cs.Respond(failing(status))
 	startManager(t, ns, Options{})
 	s := withOpenAITriage(t, ns, cs)
 	create(t, s)
 	send(t, ns, s.Name, "m1", "Hi, I need to book an appointment with a cardiologist. Here's my referral.")
+	return ns, cs, s
+}
+
+// A rate-limited endpoint sets AgentAvailable=False and loses nothing: when it
+// recovers, the message is processed once.
+func TestRateLimitedAgentRecovers(t *testing.T) {
+	ns, cs, s := triageAgainstFailingAgent(t, http.StatusTooManyRequests)
 	eventually(t, 20*time.Second, func() error {
 		got := get(t, ns, s.Name, &flowv1.Session{})
 		c := condition(got, flowv1.ConditionAgentAvailable)
@@ -42,7 +51,7 @@ func TestRateLimitedAgentRecovers(t *testing.T) {
 		t.Fatal("the API key leaked into status")
 	}
 
-	cs.status.Store(0)
+	cs.Respond(answering(faqClassifier))
 	got := settled(t, ns, s.Name, func(s *flowv1.Session) error {
 		if s.Status.ProcessedMessages < 1 {
 			return fmt.Errorf("processed %d", s.Status.ProcessedMessages)
@@ -59,13 +68,7 @@ func TestRateLimitedAgentRecovers(t *testing.T) {
 
 // An endpoint that refuses the key stalls the Session with a reason a person can act on.
 func TestUnauthorizedAgentStallsSession(t *testing.T) {
-	ns := newNamespace(t)
-	cs := newChatServer(t, faqClassifier)
-	cs.status.Store(http.StatusUnauthorized)
-	startManager(t, ns, Options{})
-	s := withOpenAITriage(t, ns, cs)
-	create(t, s)
-	send(t, ns, s.Name, "m1", "Hi, I need to book an appointment with a cardiologist. Here's my referral.")
+	ns, cs, s := triageAgainstFailingAgent(t, http.StatusUnauthorized)
 	eventually(t, 20*time.Second, func() error {
 		got := get(t, ns, s.Name, &flowv1.Session{})
 		c := condition(got, flowv1.ConditionStalled)
@@ -77,9 +80,9 @@ func TestUnauthorizedAgentStallsSession(t *testing.T) {
 		}
 		return nil
 	})
-	calls := cs.calls.Load()
+	calls := cs.Calls()
 	time.Sleep(500 * time.Millisecond)
-	if cs.calls.Load() != calls {
-		t.Errorf("a terminal error was retried: %d calls, then %d", calls, cs.calls.Load())
+	if cs.Calls() != calls {
+		t.Errorf("a terminal error was retried: %d calls, then %d", calls, cs.Calls())
 	}
 }

@@ -1,91 +1,26 @@
 package controller
 
 import (
-	"encoding/json"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
+
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
-// chatServer is a local server speaking the chat completions protocol, for the real
-// go-openai client. answer gets the response schema's name (decision, intent,
-// pathway_turn) and the user messages, and returns the JSON content of the answer.
-type chatServer struct {
-	*httptest.Server
-	calls atomic.Int32
-	mu    sync.Mutex
-	auth  []string
-	// block, when set, holds each call it returns true for until the client gives up.
-	block func(call int32) bool
-	// status, when set and non-zero for a call, fails it with that HTTP status.
-	status atomic.Int32
-	answer func(kind, user string) string
+// answering answers each chat request with the JSON content answer returns for the
+// response schema's name (decision, intent, pathway_turn) and the user messages.
+func answering(answer func(kind, user string) string) testenv.Responder {
+	return func(r testenv.ChatRequest) testenv.Reply {
+		return testenv.Reply{Content: answer(r.Schema, r.User()), Usage: testenv.Usage{Prompt: 120, Completion: 30}}
+	}
 }
 
-func newChatServer(t *testing.T, answer func(kind, user string) string) *chatServer {
+// newChatServer is the harness's chat server answering with answer.
+func newChatServer(t testing.TB, answer func(kind, user string) string) *testenv.ChatServer {
 	t.Helper()
-	cs := &chatServer{answer: answer}
-	cs.Server = httptest.NewServer(http.HandlerFunc(cs.handle))
-	t.Cleanup(cs.Close)
-	return cs
+	return testenv.NewChatServer(t, answering(answer))
 }
 
-func (cs *chatServer) handle(w http.ResponseWriter, r *http.Request) {
-	n := cs.calls.Add(1)
-	cs.mu.Lock()
-	cs.auth = append(cs.auth, r.Header.Get("Authorization"))
-	cs.mu.Unlock()
-	if r.URL.Path != "/v1/chat/completions" {
-		http.NotFound(w, r)
-		return
-	}
-	var req struct {
-		Messages []struct {
-			Role    string `json:"role"`
-			Content string `json:"content"`
-		} `json:"messages"`
-		ResponseFormat struct {
-			JSONSchema struct {
-				Name string `json:"name"`
-			} `json:"json_schema"`
-		} `json:"response_format"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	if code := cs.status.Load(); code != 0 {
-		w.Header().Set("Retry-After", "0")
-		http.Error(w, `{"error":{"message":"try later","type":"test"}}`, int(code))
-		return
-	}
-	if cs.block != nil && cs.block(n) {
-		<-r.Context().Done()
-		return
-	}
-	var user []string
-	for _, m := range req.Messages {
-		if m.Role == "user" {
-			user = append(user, m.Content)
-		}
-	}
-	content := cs.answer(req.ResponseFormat.JSONSchema.Name, strings.Join(user, "\n"))
-	body, _ := json.Marshal(map[string]any{
-		"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion", "model": "test-model",
-		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
-			"message": map[string]any{"role": "assistant", "content": content}}},
-		"usage": map[string]any{"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150},
-	})
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(body)
-}
-
-func (cs *chatServer) authHeaders() []string {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	return append([]string(nil), cs.auth...)
+// failing answers every request with status and a Retry-After of 0.
+func failing(status int) testenv.Responder {
+	return testenv.Always(testenv.APIError(status, "try later", "test").With("Retry-After", "0"))
 }

@@ -1,20 +1,14 @@
 package controller
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -26,36 +20,19 @@ import (
 // approvals) removed so a test can feed them one at a time.
 func loadSample(t *testing.T, ns, file string, mutate ...func(client.Object)) (*flowv1.Session, *flowv1.Session) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "samples", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	decoder := serializer.NewCodecFactory(scheme).UniversalDeserializer()
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
 	var session *flowv1.Session
 	var journeyName string
-	for {
-		doc, err := reader.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		obj, _, err := decoder.Decode(doc, nil, nil)
+	for _, u := range testenv.Manifests(t, filepath.Join(testenv.SamplesDir(), file)) {
+		o, err := testenv.Typed(u)
 		if err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
-		o := obj.(client.Object)
 		o.SetNamespace(ns)
-		if s, ok := obj.(*flowv1.Session); ok {
+		if s, ok := o.(*flowv1.Session); ok {
 			session = s
 			continue
 		}
-		if j, ok := obj.(*flowv1.Journey); ok {
+		if j, ok := o.(*flowv1.Journey); ok {
 			journeyName = j.Name
 		}
 		for _, m := range mutate {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,11 +15,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 // withOpenAITriage loads the healthcare sample with its intent classifier pointed at a
 // local chat completions server, the API key in a Secret.
-func withOpenAITriage(t *testing.T, ns string, cs *chatServer) *flowv1.Session {
+func withOpenAITriage(t *testing.T, ns string, cs *testenv.ChatServer) *flowv1.Session {
 	t.Helper()
 	create(t, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm"},
@@ -88,10 +89,11 @@ func TestHealthcareWithOpenAIClassifier(t *testing.T) {
 	if !viaLLM || got.Status.CurrentPathway != "booking" {
 		t.Fatalf("after m2: pathway %s, history %+v: want the faq detour via the classifier and the return", got.Status.CurrentPathway, got.Status.History)
 	}
-	if cs.calls.Load() < 2 {
-		t.Errorf("the classifier was called %d times, want at least 2", cs.calls.Load())
+	if cs.Calls() < 2 {
+		t.Errorf("the classifier was called %d times, want at least 2", cs.Calls())
 	}
-	for _, h := range cs.authHeaders() {
+	for _, r := range cs.Requests() {
+		h := r.Bearer()
 		if h != "Bearer sk-test-123" {
 			t.Errorf("Authorization %q: want the key from the Secret", h)
 		}
@@ -115,50 +117,29 @@ func TestHealthcareWithOpenAIClassifier(t *testing.T) {
 	}
 }
 
-// stoppableManager runs the controllers until stop is called.
-func stoppableManager(t *testing.T, ns string) (stop func()) {
-	t.Helper()
-	mgr := newManager(t, ns)
-	if err := Setup(mgr, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
 func TestCrashWhileAgentCallIsBlocked(t *testing.T) {
 	ns := newNamespace(t)
 	cs := newChatServer(t, faqClassifier)
-	cs.block = func(call int32) bool { return call == 1 } // the first call never answers
-	stop := stoppableManager(t, ns)
+	cs.Script(testenv.Reply{Hang: true}) // the first call never answers
+	first := startManager(t, ns, Options{})
 	s := withOpenAITriage(t, ns, cs)
 	create(t, s)
 	send(t, ns, s.Name, "m1", "Hi, I need to book an appointment with a cardiologist. Here's my referral.")
 	eventually(t, 20*time.Second, func() error {
-		if cs.calls.Load() < 1 {
+		if cs.Calls() < 1 {
 			return fmt.Errorf("no call yet")
 		}
 		return nil
 	})
-	stop() // the manager dies with the call in flight
+	if err := first.Stop(); err != nil { // the manager dies with the call in flight
+		t.Errorf("manager: %v", err)
+	}
 
 	if s := get(t, ns, s.Name, &flowv1.Session{}); s.Status.ProcessedMessages != 0 || s.Status.PendingEffect != nil {
 		t.Fatalf("before the restart: processed %d, journal %+v; want nothing applied", s.Status.ProcessedMessages, s.Status.PendingEffect)
 	}
 
-	stoppableManager(t, ns)
+	startManager(t, ns, Options{})
 	got := settled(t, ns, s.Name, func(s *flowv1.Session) error {
 		if s.Status.ProcessedMessages < 1 {
 			return fmt.Errorf("processed %d", s.Status.ProcessedMessages)
@@ -174,7 +155,7 @@ func TestCrashWhileAgentCallIsBlocked(t *testing.T) {
 	if moves != 1 || got.Status.CurrentPathway != "booking" || got.Status.Turns != 1 {
 		t.Errorf("intake>booking applied %d times, pathway %s, turns %d: want once, booking, 1", moves, got.Status.CurrentPathway, got.Status.Turns)
 	}
-	if n := cs.calls.Load(); n > 2 {
+	if n := cs.Calls(); n > 2 {
 		t.Errorf("agent called %d times, want at most 2", n)
 	}
 }
@@ -211,15 +192,17 @@ func TestMessagesInOrderOnceUnderConflicts(t *testing.T) {
 	// a moment old conflict.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var writes int
+	var writes atomic.Int64
+	writerDone := make(chan struct{})
 	go func() {
+		defer close(writerDone)
 		for i := 0; ctx.Err() == nil; i++ {
 			s := &flowv1.Session{}
 			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "chatty"}, s); err == nil {
 				patch := client.MergeFrom(s.DeepCopy())
 				s.Labels = map[string]string{"noise": fmt.Sprint(i)}
 				if k8sClient.Patch(ctx, s, patch) == nil {
-					writes++
+					writes.Add(1)
 				}
 			}
 			time.Sleep(3 * time.Millisecond)
@@ -238,6 +221,7 @@ func TestMessagesInOrderOnceUnderConflicts(t *testing.T) {
 		return nil
 	})
 	cancel()
+	<-writerDone
 	c := contextOf(t, got)
 	if c["log"] != want.String() || c["count"] != float64(20) {
 		t.Errorf("log %v count %v: want each of 20 messages once, in order (%s)", c["log"], c["count"], want.String())
@@ -245,7 +229,7 @@ func TestMessagesInOrderOnceUnderConflicts(t *testing.T) {
 	if got.Status.LastTurn.MessageID != "m20" || got.Status.Turns != 20 {
 		t.Errorf("last turn %s, turns %d", got.Status.LastTurn.MessageID, got.Status.Turns)
 	}
-	t.Logf("concurrent writes: %d", writes)
+	t.Logf("concurrent writes: %d", writes.Load())
 }
 
 func TestEditedJourneyKeepsRunningSessionsOnTheirRevision(t *testing.T) {

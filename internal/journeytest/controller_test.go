@@ -4,30 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
@@ -44,50 +32,19 @@ func TestAgainstTheController(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a control plane")
 	}
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(flowv1.AddToScheme(scheme))
-	k, err := client.New(env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := testenv.New(t)
+	k := env.Client
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "journeytest-"}}
-	if err := k.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns.Name: {}}},
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := controller.Setup(mgr, controller.Options{Agents: fakeLLM()}); err != nil {
-		t.Fatal(err)
-	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
+	ns := env.Namespace(t)
+	env.StartManager(t, testenv.ManagerOptions{
+		Namespaces: []string{ns},
+		Setup:      func(mgr ctrl.Manager) error { return controller.Setup(mgr, controller.Options{Agents: fakeLLM()}) },
 	})
 
 	for _, sample := range []string{"healthcare-referral.yaml", "review-loop.yaml", "planning.yaml", "delivery-pipeline.yaml"} {
 		t.Run(sample, func(t *testing.T) {
 			var session string
-			objs := sampleObjects(t, filepath.Join(samplesDir(), sample))
+			objs := testenv.Manifests(t, filepath.Join(samplesDir(), sample))
 			// Pathways first: a Journey created before its Pathways can stay not Ready when
 			// its status write conflicts (the Journey controller drops conflicts without
 			// a requeue); that is the controllers' business, not this test's.
@@ -96,7 +53,7 @@ func TestAgainstTheController(t *testing.T) {
 				return rank[a.GetKind()] - rank[b.GetKind()]
 			})
 			for _, obj := range objs {
-				obj.SetNamespace(ns.Name)
+				obj.SetNamespace(ns)
 				if obj.GetKind() == "Session" {
 					session = obj.GetName()
 				}
@@ -104,7 +61,7 @@ func TestAgainstTheController(t *testing.T) {
 					t.Fatalf("create %s %s: %v", obj.GetKind(), obj.GetName(), err)
 				}
 			}
-			key := types.NamespacedName{Namespace: ns.Name, Name: session}
+			key := types.NamespacedName{Namespace: ns, Name: session}
 			s := waitSettled(t, k, key)
 			if s.Status.Phase == flowv1.PhaseAwaitingApproval {
 				s.Spec.Approvals = append(s.Spec.Approvals, flowv1.Approval{DecisionID: s.Status.LastDecision.ID, Approve: true, By: "alice"})
@@ -153,12 +110,12 @@ func TestAgainstTheController(t *testing.T) {
 			if err := json.Unmarshal(m.Object, &u.Object); err != nil {
 				t.Fatal(err)
 			}
-			u.SetNamespace(ns.Name)
+			u.SetNamespace(ns)
 			if err := k.Create(ctx, u); err != nil {
 				t.Fatal(err)
 			}
 		}
-		s := &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Name: "broken-order", Namespace: ns.Name}, Spec: flowv1.SessionSpec{
+		s := &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Name: "broken-order", Namespace: ns}, Spec: flowv1.SessionSpec{
 			JourneyRef: flowv1.JourneyReference{Name: c.Journey},
 			Messages:   []flowv1.Message{{ID: "m1", Text: c.Steps[0].Message.Text}, {ID: "m2", Text: c.Steps[1].Message.Text}},
 		}}
@@ -216,45 +173,24 @@ func (llm) ClassifyIntent(context.Context, agent.IntentRequest) (agent.IntentRes
 // waitSettled waits until the Session is no longer Pending or Running.
 func waitSettled(t *testing.T, k client.Client, key types.NamespacedName) *flowv1.Session {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		s := &flowv1.Session{}
-		err := k.Get(context.Background(), key, s)
-		if err == nil && s.Status.ObservedGeneration == s.Generation {
-			switch s.Status.Phase {
-			case "", flowv1.PhasePending, flowv1.PhaseRunning:
-			default:
-				return s
-			}
+	var s *flowv1.Session
+	err := testenv.Poll(30*time.Second, func() error {
+		s = &flowv1.Session{}
+		if err := k.Get(context.Background(), key, s); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			raw, _ := json.MarshalIndent(s.Status, "", "  ")
-			t.Fatalf("session %s did not settle (%v):\n%s", key.Name, err, raw)
+		if s.Status.ObservedGeneration != s.Generation {
+			return fmt.Errorf("generation %d not observed yet", s.Generation)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// sampleObjects reads the objects of a sample file.
-func sampleObjects(t *testing.T, path string) []*unstructured.Unstructured {
-	t.Helper()
-	f, err := os.Open(path)
+		switch s.Status.Phase {
+		case "", flowv1.PhasePending, flowv1.PhaseRunning:
+			return fmt.Errorf("phase %q", s.Status.Phase)
+		}
+		return nil
+	})
 	if err != nil {
-		t.Fatal(err)
+		raw, _ := json.MarshalIndent(s.Status, "", "  ")
+		t.Fatalf("session %s did not settle (%v):\n%s", key.Name, err, raw)
 	}
-	defer f.Close()
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-	var out []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out
-			}
-			t.Fatal(fmt.Errorf("%s: %w", path, err))
-		}
-		if len(u.Object) > 0 {
-			out = append(out, u)
-		}
-	}
+	return s
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
-func samplesDir() string { return filepath.Join(testenv.RepoRoot(), "config", "samples") }
+func samplesDir() string { return testenv.SamplesDir() }
 
 func testsDir() string { return filepath.Join(samplesDir(), "tests") }
 

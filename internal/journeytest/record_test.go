@@ -12,20 +12,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/engine"
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
-
-func fakeScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(flowv1.AddToScheme(s))
-	utilruntime.Must(appsv1.AddToScheme(s))
-	return s
-}
 
 // liveObjects runs a journey test and returns the Session it leaves and the
 // ControllerRevision it ran on, as the controllers would have left them.
@@ -61,7 +54,7 @@ func liveObjects(t *testing.T, c *Case) (*flowv1.Session, *appsv1.ControllerRevi
 
 func fetch(t *testing.T, objs ...client.Object) *LiveSession {
 	t.Helper()
-	c := fake.NewClientBuilder().WithScheme(fakeScheme()).WithObjects(objs...).Build()
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme).WithObjects(objs...).Build()
 	var name string
 	for _, o := range objs {
 		if s, ok := o.(*flowv1.Session); ok {

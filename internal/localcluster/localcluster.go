@@ -5,21 +5,14 @@
 package localcluster
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/controller"
 	"github.com/journeyops/journey-operator/internal/testenv"
 )
@@ -31,9 +24,6 @@ type Cluster struct {
 	Kubeconfig string
 	// Dir holds the kubeconfig and the plugin binary (bin/).
 	Dir string
-
-	cancel  context.CancelFunc
-	mgrDone chan error
 }
 
 // Start starts the control plane and the manager. dir receives the kubeconfig; when
@@ -54,40 +44,21 @@ func Start(dir string, plugin bool) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{Env: env, Dir: dir}
-	if c.Kubeconfig, err = writeKubeconfig(env.Environment, dir); err != nil {
-		_ = env.Stop()
-		return nil, err
-	}
-
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(flowv1.AddToScheme(scheme))
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	if err == nil {
-		err = controller.Setup(mgr, controller.Options{})
+	if c.Kubeconfig, err = env.WriteKubeconfig(dir, testenv.Admin("admin")); err == nil {
+		_, err = env.RunManager(testenv.ManagerOptions{
+			Setup: func(mgr ctrl.Manager) error { return controller.Setup(mgr, controller.Options{}) },
+		})
 	}
 	if err != nil {
 		_ = env.Stop()
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel, c.mgrDone = cancel, make(chan error, 1)
-	go func() { c.mgrDone <- mgr.Start(ctx) }()
 	return c, nil
 }
 
 // Stop stops the manager and the control plane.
 func (c *Cluster) Stop() error {
-	c.cancel()
-	err := <-c.mgrDone
-	if serr := c.Env.Stop(); err == nil {
-		err = serr
-	}
-	return err
+	return c.Env.Stop()
 }
 
 // Kubectl runs the real kubectl against the cluster, from the repository root, with the
@@ -103,18 +74,4 @@ func (c *Cluster) Kubectl(args ...string) (string, error) {
 		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
-}
-
-// writeKubeconfig writes a kubeconfig for an admin user of the control plane.
-func writeKubeconfig(env *envtest.Environment, dir string) (string, error) {
-	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return "", err
-	}
-	raw, err := user.KubeConfig()
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "kubeconfig")
-	return path, os.WriteFile(path, raw, 0o600)
 }

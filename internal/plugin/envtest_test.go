@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/testenv"
@@ -49,30 +48,16 @@ func TestMain(m *testing.M) {
 func controlPlane(t *testing.T) {
 	t.Helper()
 	envOnce.Do(func() {
-		env, envErr = testenv.Start()
-		if envErr != nil {
+		if env, envErr = testenv.Start(); envErr != nil {
 			return
 		}
-		admin, envErr = client.New(env.Config, client.Options{Scheme: Scheme})
-		if envErr != nil {
-			return
-		}
-		var user *envtest.AuthenticatedUser
-		user, envErr = env.AddUser(envtest.User{Name: "alice", Groups: []string{"system:masters"}}, nil)
-		if envErr != nil {
-			return
-		}
-		var cfg []byte
-		if cfg, envErr = user.KubeConfig(); envErr != nil {
-			return
-		}
+		admin = env.Client
 		dir, err := os.MkdirTemp("", "kubectl-journey-test-")
 		if err != nil {
 			envErr = err
 			return
 		}
-		kubeconfig = filepath.Join(dir, "kubeconfig")
-		envErr = os.WriteFile(kubeconfig, cfg, 0o600)
+		kubeconfig, envErr = env.WriteKubeconfig(dir, testenv.Admin("alice"))
 	})
 	if envErr != nil {
 		t.Fatalf("control plane: %v", envErr)
@@ -196,10 +181,7 @@ func TestSayOnCluster(t *testing.T) {
 
 	// Many more at once, straight through SendMessage: none is lost or duplicated.
 	const n = 8
-	c, err := client.New(env.Config, client.Options{Scheme: Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.Client
 	key := types.NamespacedName{Namespace: "default", Name: "say"}
 	for i := range n {
 		wg.Go(func() {

@@ -22,14 +22,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/yaml"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -41,7 +37,6 @@ import (
 const ns = "approvals"
 
 var (
-	scheme = runtime.NewScheme()
 	// admin is the control plane's admin; it writes status and fixtures.
 	admin client.Client
 	// users by name: alice and bob are journey editors, carol and dave journey
@@ -52,56 +47,24 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(flowv1.AddToScheme(scheme))
-	os.Exit(run(m))
+	testenv.Main(m, setup, testenv.WithWebhooks())
 }
 
-func run(m *testing.M) int {
-	env, err := testenv.StartWithWebhooks()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := setup(ctx, env); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
-}
-
-func setup(ctx context.Context, env *testenv.Environment) error {
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:        scheme,
-		Metrics:       metricsserver.Options{BindAddress: "0"},
-		WebhookServer: crwebhook.NewServer(env.WebhookServerOptions()),
+func setup(env *testenv.Environment) error {
+	mgr, err := env.RunManager(testenv.ManagerOptions{
+		Webhooks: true,
+		Setup: func(mgr ctrl.Manager) error {
+			return webhook.SetupWebhooks(mgr, webhook.Options{Clock: clocktesting.NewFakePassiveClock(now)})
+		},
 	})
 	if err != nil {
 		return err
 	}
-	if err := webhook.SetupWebhooks(mgr, webhook.Options{Clock: clocktesting.NewFakePassiveClock(now)}); err != nil {
+	if err := mgr.WaitForWebhooks(10 * time.Second); err != nil {
 		return err
 	}
-	go func() {
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
-	started := mgr.GetWebhookServer().StartedChecker()
-	deadline := time.Now().Add(10 * time.Second)
-	for started(nil) != nil {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("webhook server did not start: %w", started(nil))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-
-	if admin, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
-		return err
-	}
+	ctx := context.Background()
+	admin = env.Client
 	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return err
 	}
@@ -129,11 +92,7 @@ func setup(ctx context.Context, env *testenv.Environment) error {
 		{"carol", "journey_approver_role.yaml", nil},
 		{"dave", "", []string{"release-managers"}},
 	} {
-		au, err := env.AddUser(envtest.User{Name: u.name, Groups: u.groups}, nil)
-		if err != nil {
-			return err
-		}
-		if users[u.name], err = client.New(au.Config(), client.Options{Scheme: scheme}); err != nil {
+		if users[u.name], err = env.UserClient(envtest.User{Name: u.name, Groups: u.groups}); err != nil {
 			return err
 		}
 		subject := rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: u.name}

@@ -1,17 +1,14 @@
 package webhook_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/journeyops/journey-operator/internal/testenv"
 	"github.com/journeyops/journey-operator/internal/webhook"
@@ -35,20 +32,13 @@ func TestDefaultKustomizationServesTheWebhook(t *testing.T) {
 		}
 		t.Fatal(err)
 	}
+	decoded, err := testenv.DecodeManifests(out)
+	if err != nil {
+		t.Fatal(err)
+	}
 	objs := map[string]*unstructured.Unstructured{}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			t.Fatal(err)
-		}
-		if len(m) > 0 {
-			u := &unstructured.Unstructured{Object: m}
-			objs[u.GetKind()+"/"+u.GetName()] = u
-		}
+	for _, u := range decoded {
+		objs[u.GetKind()+"/"+u.GetName()] = u
 	}
 	get := func(key string) *unstructured.Unstructured {
 		t.Helper()

@@ -1,27 +1,20 @@
 package main
 
 import (
-	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"time"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 // slowLLM is a chat completions endpoint that answers every intent classification
 // with "none" after latency: a stand-in for a remote model, to show what agent calls
 // do to throughput.
-func slowLLM(latency time.Duration) *httptest.Server {
-	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(latency)
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"id": "bench", "object": "chat.completion", "model": "bench",
-			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
-				"message": map[string]any{"role": "assistant", "content": `{"intent":"none","confidence":0.9,"reasoning":"bench"}`}}},
-			"usage": map[string]any{"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
-		})
+func slowLLM(latency time.Duration) *testenv.ChatServer {
+	return testenv.NewChatServerNoCleanup(testenv.Always(testenv.Reply{
+		Content: `{"intent":"none","confidence":0.9,"reasoning":"bench"}`,
+		Usage:   testenv.Usage{Prompt: 100, Completion: 10},
+		Latency: latency,
 	}))
 }
 

@@ -45,17 +45,14 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
-	kruntime "k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/controller"
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
-var scheme = kruntime.NewScheme()
+var scheme = testenv.Scheme
 
 type options struct {
 	sizes          []int
@@ -77,8 +74,6 @@ type options struct {
 }
 
 func main() {
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(flowv1.AddToScheme(scheme))
 	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel)))
 
 	opts := &options{}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -12,12 +11,13 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/engine"
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 // createSessions creates sessions with workers in parallel and returns the rate.
 func createSessions(ctx context.Context, c client.Client, workers int, sessions []*flowv1.Session) (float64, error) {
 	start := time.Now()
-	err := parallel(workers, len(sessions), func(i int) error {
+	err := testenv.Parallel(workers, len(sessions), func(i int) error {
 		return c.Create(ctx, sessions[i])
 	})
 	return float64(len(sessions)) / time.Since(start).Seconds(), err
@@ -82,7 +82,7 @@ func plainStatusRate(ctx context.Context, c client.Client, smp *sample, namespac
 		return 0, err
 	}
 	start := time.Now()
-	err = parallel(workers, n, func(i int) error {
+	err = testenv.Parallel(workers, n, func(i int) error {
 		s := sessions[i]
 		for k := range steps {
 			patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
@@ -97,31 +97,4 @@ func plainStatusRate(ctx context.Context, c client.Client, smp *sample, namespac
 		return 0, err
 	}
 	return float64(n*len(steps)) / time.Since(start).Seconds(), nil
-}
-
-// parallel runs fn(0..n-1) on workers goroutines and returns the first error.
-func parallel(workers, n int, fn func(i int) error) error {
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-		next  = make(chan int)
-	)
-	for range max(1, workers) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := fn(i); err != nil {
-					once.Do(func() { first = err })
-				}
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return first
 }

@@ -17,11 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/controller"
@@ -76,148 +73,177 @@ func (r *result) ratio() float64 {
 
 const benchNamespace = "bench"
 
+// run is one bench run: n Sessions in one advance mode, on a control plane of its own.
+type run struct {
+	opts *options
+	smp  *sample
+	n    int
+	mode controller.AdvanceMode
+	res  *result
+
+	env *testenv.Environment
+	c   client.Client // the harness's own client, not rate limited: it stands for many users
+	mgr *testenv.Manager
+	tr  *tracker
+	// heap0 is the manager's heap before any Session of the bench namespace.
+	heap0 uint64
+}
+
 // runOne measures the operator with n Sessions in one advance mode, on a control plane
 // of its own.
 func runOne(ctx context.Context, opts *options, smp *sample, n int, mode controller.AdvanceMode) (*result, error) {
-	res := &result{Sessions: n, Advance: string(mode), Concurrency: opts.concurrency, QPS: opts.qps, Burst: opts.burst, StripFields: opts.strip}
+	r := &run{opts: opts, smp: smp, n: n, mode: mode,
+		res: &result{Sessions: n, Advance: string(mode), Concurrency: opts.concurrency, QPS: opts.qps, Burst: opts.burst, StripFields: opts.strip}}
 	logf("%d sessions, advance %s: starting a control plane", n, mode)
 	env, err := testenv.Start()
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = env.Stop() }()
-
-	// The harness's own client is not rate limited: it stands for many users.
+	r.env = env
 	harnessCfg := rest.CopyConfig(env.Config)
 	harnessCfg.QPS, harnessCfg.Burst = 10000, 20000
-	c, err := client.New(harnessCfg, client.Options{Scheme: scheme})
-	if err != nil {
+	if r.c, err = client.New(harnessCfg, client.Options{Scheme: scheme}); err != nil {
 		return nil, err
 	}
 	for _, ns := range []string{benchNamespace, "plain"} {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		if err := r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return nil, err
 		}
 	}
-
-	// 1. The physical limit: a plain client writing the statuses of the sample's steps
-	// (for at most 500 Sessions: the rate is per write).
-	plainN := min(n, 500)
-	cpu0 := readCPU()
-	stopAPIProfile := apiserverProfile(ctx, env.Config, opts.apiProfile, fmt.Sprintf("plain-%d-%s", n, mode))
-	res.PlainRate, err = plainStatusRate(ctx, c, smp, "plain", plainN, opts.concurrency)
-	stopAPIProfile()
-	if w := float64(plainN * plainWrites(smp)); w > 0 {
-		res.PlainCPU = perUnit(readCPU().sub(cpu0), w)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("plain client: %w", err)
-	}
-	res.PlainWide = max(16, 4*opts.concurrency)
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "plain-wide"}}); err != nil {
+	if err := r.plain(ctx); err != nil {
 		return nil, err
 	}
-	res.PlainRateWide, err = plainStatusRate(ctx, c, smp, "plain-wide", plainN, res.PlainWide)
-	if err != nil {
-		return nil, fmt.Errorf("plain client: %w", err)
-	}
-	logf("plain client: %.0f status patches/s with %d workers, %.0f/s with %d", res.PlainRate, opts.concurrency, res.PlainRateWide, res.PlainWide)
-
-	// 2. The manager, configured as cmd/manager configures it, watching the bench namespace.
-	mgrCfg := rest.CopyConfig(env.Config)
-	mgrCfg.QPS, mgrCfg.Burst = float32(opts.qps), opts.burst
-	cacheOpts := controller.CacheOptions(nil)
-	if !opts.strip {
-		cacheOpts.DefaultTransform = nil
-	}
-	cacheOpts.DefaultNamespaces = map[string]cache.Config{benchNamespace: {}}
-	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cacheOpts,
-		Controller:             config.Controller{SkipNameValidation: ptrTo(true)},
-	})
-	if err != nil {
+	if err := r.startManager(ctx); err != nil {
 		return nil, err
 	}
-	if err := controller.Setup(mgr, controller.Options{Advance: mode, MaxConcurrentReconciles: opts.concurrency}); err != nil {
-		return nil, err
-	}
-	tr := newTracker()
-	inf, err := mgr.GetCache().GetInformer(ctx, &flowv1.Session{})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := inf.AddEventHandler(tr.handler()); err != nil {
-		return nil, err
-	}
-	mctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	defer func() {
-		stop()
-		<-done
-	}()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		return nil, fmt.Errorf("cache did not sync")
-	}
-	for _, p := range smp.pathways {
-		p := p.DeepCopy()
-		p.Namespace, p.ResourceVersion = benchNamespace, ""
-		if err := c.Create(ctx, p); err != nil {
-			return nil, err
-		}
-	}
+	defer func() { _ = r.mgr.Stop() }()
 	if opts.llmLatency > 0 {
 		srv := slowLLM(opts.llmLatency)
 		defer srv.Close()
-		smp = smp.withJourney(func(j *flowv1.Journey) bool { return remoteClassifier(j, srv.URL+"/v1") })
-		if smp == nil {
+		r.smp = r.smp.withJourney(func(j *flowv1.Journey) bool { return remoteClassifier(j, srv.BaseURL()) })
+		if r.smp == nil {
 			return nil, fmt.Errorf("the sample's journey has no intent classifier to make remote")
 		}
 	}
-	heap0 := heapAlloc()
+	r.heap0 = heapAlloc()
+	for _, phase := range []func(context.Context) error{r.throughput, r.idle, r.loaded, r.heap} {
+		if err := phase(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return r.res, nil
+}
 
-	// 3. Throughput: n Sessions, each with its whole conversation, wait for a Journey that
-	// does not exist yet; creating it releases them all at once.
-	conversation := smp.session.Spec.Messages
+// plain measures the physical limit: a plain client writing the statuses of the
+// sample's steps (for at most 500 Sessions: the rate is per write).
+func (r *run) plain(ctx context.Context) error {
+	res := r.res
+	plainN := min(r.n, 500)
+	cpu0 := readCPU()
+	stopAPIProfile := apiserverProfile(ctx, r.env.Config, r.opts.apiProfile, fmt.Sprintf("plain-%d-%s", r.n, r.mode))
+	var err error
+	res.PlainRate, err = plainStatusRate(ctx, r.c, r.smp, "plain", plainN, r.opts.concurrency)
+	stopAPIProfile()
+	if w := float64(plainN * plainWrites(r.smp)); w > 0 {
+		res.PlainCPU = perUnit(readCPU().sub(cpu0), w)
+	}
+	if err != nil {
+		return fmt.Errorf("plain client: %w", err)
+	}
+	res.PlainWide = max(16, 4*r.opts.concurrency)
+	if err := r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "plain-wide"}}); err != nil {
+		return err
+	}
+	res.PlainRateWide, err = plainStatusRate(ctx, r.c, r.smp, "plain-wide", plainN, res.PlainWide)
+	if err != nil {
+		return fmt.Errorf("plain client: %w", err)
+	}
+	logf("plain client: %.0f status patches/s with %d workers, %.0f/s with %d", res.PlainRate, r.opts.concurrency, res.PlainRateWide, res.PlainWide)
+	return nil
+}
+
+// startManager starts the manager, configured as cmd/manager configures it, watching
+// the bench namespace, and creates the sample's Pathways there.
+func (r *run) startManager(ctx context.Context) error {
+	cacheOpts := controller.CacheOptions(nil)
+	if !r.opts.strip {
+		cacheOpts.DefaultTransform = nil
+	}
+	mgr, err := r.env.NewManager(testenv.ManagerOptions{
+		Namespaces: []string{benchNamespace},
+		Cache:      cacheOpts,
+		QPS:        float32(r.opts.qps),
+		Burst:      r.opts.burst,
+		Setup: func(mgr ctrl.Manager) error {
+			return controller.Setup(mgr, controller.Options{Advance: r.mode, MaxConcurrentReconciles: r.opts.concurrency})
+		},
+	})
+	if err != nil {
+		return err
+	}
+	r.tr = newTracker()
+	inf, err := mgr.GetCache().GetInformer(ctx, &flowv1.Session{})
+	if err != nil {
+		return err
+	}
+	if _, err := inf.AddEventHandler(r.tr.handler()); err != nil {
+		return err
+	}
+	mgr.Start()
+	r.mgr = mgr
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return fmt.Errorf("cache did not sync")
+	}
+	for _, p := range r.smp.pathways {
+		p := p.DeepCopy()
+		p.Namespace, p.ResourceVersion = benchNamespace, ""
+		if err := r.c.Create(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// throughput: n Sessions, each with its whole conversation, wait for a Journey that
+// does not exist yet; creating it releases them all at once.
+func (r *run) throughput(ctx context.Context) error {
+	res, tr, n := r.res, r.tr, r.n
 	burst := make([]*flowv1.Session, n)
 	for i := range burst {
 		name := fmt.Sprintf("burst-%05d", i)
-		burst[i] = newSession(smp, name, personal(conversation, name, opts.llmLatency > 0))
+		burst[i] = newSession(r.smp, name, personal(r.smp.session.Spec.Messages, name, r.opts.llmLatency > 0))
 	}
-	res.CreateRate, err = createSessions(ctx, c, 16, burst)
-	if err != nil {
-		return nil, err
+	var err error
+	if res.CreateRate, err = createSessions(ctx, r.c, 16, burst); err != nil {
+		return err
 	}
-	burst = nil
 	logf("created %d sessions at %.0f/s", n, res.CreateRate)
-	if err := tr.waitFor("burst-", n, opts.timeout, "sessions waiting for their Journey", func(t *tracked) bool {
+	if err := tr.waitFor("burst-", n, r.opts.timeout, "sessions waiting for their Journey", func(t *tracked) bool {
 		return t.phase == flowv1.PhasePending && t.reason == flowv1.ReasonJourneyNotFound
 	}); err != nil {
-		return nil, err
+		return err
 	}
-	j := smp.journey.DeepCopy()
+	j := r.smp.journey.DeepCopy()
 	j.Namespace, j.ResourceVersion = benchNamespace, ""
 	before, cpuBefore := gather(), readCPU()
-	stopAPIProfile = apiserverProfile(ctx, env.Config, opts.apiProfile, fmt.Sprintf("operator-%d-%s", n, mode))
-	stopProfile, err := startProfile(opts.cpuProfile, n, mode)
+	stopAPIProfile := apiserverProfile(ctx, r.env.Config, r.opts.apiProfile, fmt.Sprintf("operator-%d-%s", n, r.mode))
+	stopProfile, err := startProfile(r.opts.cpuProfile, n, r.mode)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	t0 := time.Now()
-	if err := c.Create(ctx, j); err != nil {
-		return nil, err
+	if err := r.c.Create(ctx, j); err != nil {
+		return err
 	}
-	if err := tr.waitFor("burst-", n, opts.timeout, "completed sessions", func(t *tracked) bool { return t.phase.IsTerminal() }); err != nil {
-		return nil, err
+	if err := tr.waitFor("burst-", n, r.opts.timeout, "completed sessions", func(t *tracked) bool { return t.phase.IsTerminal() }); err != nil {
+		return err
 	}
 	res.StepSeconds = time.Since(t0).Seconds()
 	stopProfile()
 	stopAPIProfile()
 	if bad := tr.count("burst-", func(t *tracked) bool { return t.phase != flowv1.PhaseCompleted }); bad > 0 {
-		return nil, fmt.Errorf("%d sessions ended but did not complete: %s", bad, tr.phases("burst-"))
+		return fmt.Errorf("%d sessions ended but did not complete: %s", bad, tr.phases("burst-"))
 	}
 	res.Steps = tr.steps("burst-")
 	res.StepRate = float64(res.Steps) / res.StepSeconds
@@ -232,23 +258,27 @@ func runOne(ctx context.Context, opts *options, smp *sample, n int, mode control
 	logf("CPU ms per plain write %v, per operator step %v", res.PlainCPU, res.StepCPU)
 	logf("operator: %d steps in %.1fs = %.0f steps/s (%.2fx the plain client), %.2f reconciles and %.2f conflicts per step, load average %s",
 		res.Steps, res.StepSeconds, res.StepRate, res.ratio(), res.ReconcilesPer, res.ConflictsPer, res.Load)
+	return nil
+}
 
-	// 4. Turn latency with nothing else going on: one message at a time.
+// idle measures turn latency with nothing else going on: one message at a time.
+func (r *run) idle(ctx context.Context) error {
+	res, tr, conversation := r.res, r.tr, r.smp.session.Spec.Messages
 	idleBefore := gather()
-	for i := range opts.idleSessions {
+	for i := range r.opts.idleSessions {
 		name := fmt.Sprintf("idle-%03d", i)
-		if err := c.Create(ctx, newSession(smp, name, nil)); err != nil {
-			return nil, err
+		if err := r.c.Create(ctx, newSession(r.smp, name, nil)); err != nil {
+			return err
 		}
-		if err := tr.waitFor(name, 1, opts.timeout, "idle session waiting for input", waiting); err != nil {
-			return nil, err
+		if err := tr.waitFor(name, 1, r.opts.timeout, "idle session waiting for input", waiting); err != nil {
+			return err
 		}
 		for k := range conversation {
-			if err := send(ctx, c, tr, name, k, conversation[k]); err != nil {
-				return nil, err
+			if err := send(ctx, r.c, tr, name, k, conversation[k]); err != nil {
+				return err
 			}
-			if err := tr.waitFor(name, 1, opts.timeout, "idle message processed", func(t *tracked) bool { return int(t.processed) > k }); err != nil {
-				return nil, err
+			if err := tr.waitFor(name, 1, r.opts.timeout, "idle message processed", func(t *tracked) bool { return int(t.processed) > k }); err != nil {
+				return err
 			}
 		}
 	}
@@ -257,36 +287,43 @@ func runOne(ctx context.Context, opts *options, smp *sample, n int, mode control
 	res.IdleCount = len(idle)
 	res.IdleP50, res.IdleP99 = ms(percentile(idle, 0.5)), ms(percentile(idle, 0.99))
 	logf("idle turn latency: p50 %.1fms p99 %.1fms over %d messages, %.0f write conflicts", res.IdleP50, res.IdleP99, res.IdleCount, res.IdleConflicts)
+	return nil
+}
 
-	// 5. Turn latency under load: conversations paced at a fraction of the measured step
-	// rate, each user sending the next message once the last one is processed.
-	if err := loaded(ctx, c, tr, smp, opts, n, res); err != nil {
-		return nil, err
+// loaded measures turn latency under load: conversations paced at a fraction of the
+// measured step rate, each user sending the next message once the last one is
+// processed. Events are written asynchronously: the burst's are counted after it.
+func (r *run) loaded(ctx context.Context) error {
+	if err := loaded(ctx, r.c, r.tr, r.smp, r.opts, r.n, r.res); err != nil {
+		return err
 	}
-
-	// Events are written asynchronously: count the burst's at the end.
-	if events, err := countEvents(ctx, c, "burst-"); err == nil && res.Steps > 0 {
-		res.EventsPerStep = float64(events) / float64(res.Steps)
+	if events, err := countEvents(ctx, r.c, "burst-"); err == nil && r.res.Steps > 0 {
+		r.res.EventsPerStep = float64(events) / float64(r.res.Steps)
 	}
+	return nil
+}
 
-	// 6. Heap per Session: everything the harness holds is dropped first.
+// heap measures the manager's heap per Session: everything the harness holds is
+// dropped first.
+func (r *run) heap(ctx context.Context) error {
+	res := r.res
 	var list flowv1.SessionList
-	if err := mgr.GetCache().List(ctx, &list, client.InNamespace(benchNamespace)); err != nil {
-		return nil, err
+	if err := r.mgr.GetCache().List(ctx, &list, client.InNamespace(benchNamespace)); err != nil {
+		return err
 	}
 	res.CachedSessions = len(list.Items)
 	list = flowv1.SessionList{}
-	tr.release()
+	r.tr.release()
 	heap1 := heapAlloc()
-	if opts.memProfile != "" {
-		if err := writeHeapProfile(fmt.Sprintf("%s-%d-%s", opts.memProfile, n, mode)); err != nil {
-			return nil, err
+	if r.opts.memProfile != "" {
+		if err := writeHeapProfile(fmt.Sprintf("%s-%d-%s", r.opts.memProfile, r.n, r.mode)); err != nil {
+			return err
 		}
 	}
-	res.HeapPerSession = float64(int64(heap1)-int64(heap0)) / float64(res.CachedSessions)
-	res.HeapBase = float64(heap0)
+	res.HeapPerSession = float64(int64(heap1)-int64(r.heap0)) / float64(res.CachedSessions)
+	res.HeapBase = float64(r.heap0)
 	logf("manager heap: %.1f KiB per session (%d sessions cached) over %.1f MiB without Sessions", res.HeapPerSession/1024, res.CachedSessions, res.HeapBase/(1<<20))
-	return res, nil
+	return nil
 }
 
 // gather reads the manager's metrics: Session reconciles and status conflicts.
@@ -430,6 +467,19 @@ func personal(msgs []flowv1.Message, name string, on bool) []flowv1.Message {
 
 func waiting(t *tracked) bool { return t.phase == flowv1.PhaseWaitingForInput }
 
+// waitingSessions creates users Sessions load-00000... and waits until they wait for
+// input.
+func waitingSessions(ctx context.Context, c client.Client, tr *tracker, smp *sample, users int, timeout time.Duration) ([]*flowv1.Session, error) {
+	sessions := make([]*flowv1.Session, users)
+	for i := range sessions {
+		sessions[i] = newSession(smp, fmt.Sprintf("load-%05d", i), nil)
+	}
+	if _, err := createSessions(ctx, c, 16, sessions); err != nil {
+		return nil, err
+	}
+	return sessions, tr.waitFor("load-", users, timeout, "loaded sessions waiting for input", waiting)
+}
+
 // loaded sends messages at opts.load times the measured step rate.
 func loaded(ctx context.Context, c client.Client, tr *tracker, smp *sample, opts *options, n int, res *result) error {
 	conversation := smp.session.Spec.Messages
@@ -439,14 +489,8 @@ func loaded(ctx context.Context, c client.Client, tr *tracker, smp *sample, opts
 	if rate <= 0 || users == 0 {
 		return nil
 	}
-	sessions := make([]*flowv1.Session, users)
-	for i := range sessions {
-		sessions[i] = newSession(smp, fmt.Sprintf("load-%05d", i), nil)
-	}
-	if _, err := createSessions(ctx, c, 16, sessions); err != nil {
-		return err
-	}
-	if err := tr.waitFor("load-", users, opts.timeout, "loaded sessions waiting for input", waiting); err != nil {
+	sessions, err := waitingSessions(ctx, c, tr, smp, users, opts.timeout)
+	if err != nil {
 		return err
 	}
 	// ready holds users whose last message has been processed.
@@ -545,5 +589,3 @@ func heapAlloc() uint64 {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func ptrTo[T any](v T) *T { return &v }

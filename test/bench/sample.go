@@ -1,15 +1,8 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
-
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/yaml"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/testenv"
@@ -25,42 +18,24 @@ type sample struct {
 
 // loadSample reads config/samples/<name>.yaml.
 func loadSample(name string) (*sample, error) {
-	path := filepath.Join(testenv.RepoRoot(), "config", "samples", name+".yaml")
-	data, err := os.ReadFile(path)
+	path := filepath.Join(testenv.SamplesDir(), name+".yaml")
+	objs, err := testenv.ReadManifests(path)
 	if err != nil {
 		return nil, err
 	}
-	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	s := &sample{}
-	for {
-		var raw runtime.RawExtension
-		if err := dec.Decode(&raw); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
+	for _, u := range objs {
+		o, err := testenv.Typed(u)
+		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if len(bytes.TrimSpace(raw.Raw)) == 0 {
-			continue
-		}
-		var meta struct{ Kind string }
-		if err := yaml.Unmarshal(raw.Raw, &meta); err != nil {
-			return nil, err
-		}
-		switch meta.Kind {
-		case "Journey":
-			s.journey = &flowv1.Journey{}
-			err = yaml.Unmarshal(raw.Raw, s.journey)
-		case "Pathway":
-			p := &flowv1.Pathway{}
-			err = yaml.Unmarshal(raw.Raw, p)
-			s.pathways = append(s.pathways, p)
-		case "Session":
-			s.session = &flowv1.Session{}
-			err = yaml.Unmarshal(raw.Raw, s.session)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", path, meta.Kind, err)
+		switch o := o.(type) {
+		case *flowv1.Journey:
+			s.journey = o
+		case *flowv1.Pathway:
+			s.pathways = append(s.pathways, o)
+		case *flowv1.Session:
+			s.session = o
 		}
 	}
 	if s.journey == nil || s.session == nil || len(s.session.Spec.Messages) == 0 {

@@ -4,21 +4,20 @@ package e2e
 
 import (
 	"fmt"
-	"github.com/go-logr/logr"
 	"os"
 	"regexp"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/journeyops/journey-operator/internal/localcluster"
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 var cluster *localcluster.Cluster
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(logr.Discard())
+	testenv.QuietLogs()
 	dir, err := os.MkdirTemp("", "journey-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 // TestRestartsAndFaults runs Sessions of the support-desk journey while the manager is
@@ -45,7 +46,7 @@ func TestRestartsAndFaults(t *testing.T) {
 	// Each Session starts with its first two messages; the other two arrive during the run.
 	ctx := context.Background()
 	names := make([]string, n)
-	err := parallel(16, n, func(i int) error {
+	err := testenv.Parallel(16, n, func(i int) error {
 		names[i] = fmt.Sprintf("chat-%04d", i)
 		s := &flowv1.Session{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names[i], Labels: map[string]string{"journey.dev/shard": ns}},
@@ -70,7 +71,7 @@ func TestRestartsAndFaults(t *testing.T) {
 		appendWG.Add(1)
 		time.AfterFunc(at, func() {
 			defer appendWG.Done()
-			if err := parallel(8, n, func(i int) error { return appendMessage(ctx, ns, names[i], k, conversation(i)[k]) }); err != nil {
+			if err := testenv.Parallel(8, n, func(i int) error { return appendMessage(ctx, ns, names[i], k, conversation(i)[k]) }); err != nil {
 				appendErrs <- err
 			}
 		})
@@ -229,31 +230,4 @@ func phaseSummary(sessions []flowv1.Session) string {
 		counts[key]++
 	}
 	return fmt.Sprint(counts)
-}
-
-// parallel runs fn(0..n-1) on workers goroutines and returns the first error.
-func parallel(workers, n int, fn func(i int) error) error {
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-		next  = make(chan int)
-	)
-	for range max(1, workers) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := fn(i); err != nil {
-					once.Do(func() { first = err })
-				}
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return first
 }

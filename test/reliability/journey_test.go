@@ -1,16 +1,13 @@
 package reliability
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 // supportDesk is the journey of the chaos test: a triage pathway whose order
@@ -138,20 +135,15 @@ func conversation(i int) []string {
 // decodeObjects decodes a multi-document manifest into unstructured objects.
 func decodeObjects(t *testing.T, manifest string) []client.Object {
 	t.Helper()
-	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader([]byte(manifest)), 4096)
-	var out []client.Object
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out
-			}
-			t.Fatalf("decoding manifest: %v", err)
-		}
-		if len(m) > 0 {
-			out = append(out, &unstructured.Unstructured{Object: m})
-		}
+	objs, err := testenv.DecodeManifests([]byte(manifest))
+	if err != nil {
+		t.Fatalf("decoding manifest: %v", err)
 	}
+	out := make([]client.Object, len(objs))
+	for i, o := range objs {
+		out[i] = o
+	}
+	return out
 }
 
 func supportDeskObjects(t *testing.T, ns, baseURL string) []client.Object {

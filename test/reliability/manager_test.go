@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
 	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
@@ -49,19 +47,7 @@ func managerBinary(t *testing.T) string {
 // kubeconfig writes a kubeconfig for the control plane, for the manager process.
 func kubeconfig(t *testing.T) string {
 	t.Helper()
-	user, err := env.AddUser(envtest.User{Name: "reliability-admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return env.Kubeconfig(t, testenv.Admin("reliability-admin"))
 }
 
 // managerProcess runs cmd/manager and restarts it on demand. It fails the test if the

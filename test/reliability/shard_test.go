@@ -10,15 +10,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/controller"
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 const shardLabel = "journey.dev/shard"
@@ -43,36 +40,14 @@ func entryJourney(ns, name string) []client.Object {
 
 // startShardManager runs a manager the way cmd/manager --shard-selector does, with its
 // own user agent so its writes can be told apart in managedFields.
-func startShardManager(t *testing.T, ns, userAgent string, shard labels.Selector) ctrl.Manager {
+func startShardManager(t *testing.T, ns, userAgent string, shard labels.Selector) *testenv.Manager {
 	t.Helper()
-	cfg := rest.CopyConfig(env.Config)
-	cfg.UserAgent = userAgent
-	cacheOpts := controller.CacheOptions(shard)
-	cacheOpts.DefaultNamespaces = map[string]cache.Config{ns: {}}
-	skip := true
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cacheOpts,
-		Controller:             config.Controller{SkipNameValidation: &skip},
+	return env.StartManager(t, testenv.ManagerOptions{
+		Namespaces: []string{ns},
+		Cache:      controller.CacheOptions(shard),
+		UserAgent:  userAgent,
+		Setup:      func(mgr ctrl.Manager) error { return controller.Setup(mgr, controller.Options{ShardSelector: shard}) },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := controller.Setup(mgr, controller.Options{ShardSelector: shard}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager %s: %v", userAgent, err)
-		}
-	})
-	return mgr
 }
 
 // statusWriters lists the field managers that wrote the Session's status.

@@ -9,9 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -23,13 +21,9 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/controller"
@@ -66,50 +60,28 @@ func TestMain(m *testing.M) {
 // in its error bodies, as real servers sometimes do. The model decides the script:
 // "flaky" fails its first call with a 500 that echoes the key and then decides "done";
 // "revoked" always answers 401 with the key in the message.
-type chatServer struct {
-	*httptest.Server
-	mu      sync.Mutex
-	calls   map[string]int
-	bearers []string
-}
-
-func newChatServer(t *testing.T) *chatServer {
-	s := &chatServer{calls: map[string]int{}}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Model string `json:"model"`
-		}
-		body, _ := io.ReadAll(r.Body)
-		_ = json.Unmarshal(body, &req)
-		auth := r.Header.Get("Authorization")
-		s.mu.Lock()
-		s.calls[req.Model]++
-		n := s.calls[req.Model]
-		s.bearers = append(s.bearers, auth)
-		s.mu.Unlock()
-
-		w.Header().Set("Content-Type", "application/json")
+func chatServer(t *testing.T) *testenv.ChatServer {
+	var mu sync.Mutex
+	calls := map[string]int{}
+	return testenv.NewChatServer(t, func(req testenv.ChatRequest) testenv.Reply {
+		auth := req.Bearer()
+		mu.Lock()
+		calls[req.Model]++
+		n := calls[req.Model]
+		mu.Unlock()
 		switch {
 		case req.Model == "revoked":
-			w.WriteHeader(http.StatusUnauthorized)
-			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
+			return testenv.JSONReply(http.StatusUnauthorized, map[string]any{"error": map[string]any{
 				"message": "Incorrect API key provided: " + strings.TrimPrefix(auth, "Bearer ") + " (header " + auth + ")",
 				"type":    "invalid_request_error", "code": "invalid_api_key"}})
 		case n == 1:
-			w.WriteHeader(http.StatusInternalServerError)
-			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
+			return testenv.JSONReply(http.StatusInternalServerError, map[string]any{"error": map[string]any{
 				"message": "upstream failure for credentials " + auth, "type": "server_error"}})
 		default:
-			_ = json.NewEncoder(w).Encode(map[string]any{
-				"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": req.Model,
-				"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{
-					"role": "assistant", "content": `{"destination":"done","confidence":0.95,"reasoning":"the work is done"}`}}},
-				"usage": map[string]any{"prompt_tokens": 40, "completion_tokens": 10, "total_tokens": 50},
-			})
+			return testenv.Reply{Content: `{"destination":"done","confidence":0.95,"reasoning":"the work is done"}`,
+				Usage: testenv.Usage{Prompt: 40, Completion: 10}}
 		}
-	}))
-	t.Cleanup(s.Close)
-	return s
+	})
 }
 
 // journey creates a Journey whose entry pathway's success is decided by an openai agent
@@ -159,50 +131,22 @@ func TestAPIKeyAppearsNowhere(t *testing.T) {
 	secretPart := hex.EncodeToString(raw)
 	key := "sk-proj-" + secretPart
 
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(flowv1.AddToScheme(scheme))
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := testenv.New(t)
+	c := env.Client
 	ctx := context.Background()
 	const ns = "secrets"
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	if err := env.CreateNamespace(ns); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm"},
 		StringData: map[string]string{"apiKey": key}}); err != nil {
 		t.Fatal(err)
 	}
+	env.StartManager(t, testenv.ManagerOptions{Setup: func(mgr ctrl.Manager) error { return controller.Setup(mgr, controller.Options{}) }})
 
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := controller.Setup(mgr, controller.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-
-	srv := newChatServer(t)
-	journey(t, c, ns, "flaky", "flaky", srv.URL+"/v1")
-	journey(t, c, ns, "revoked", "revoked", srv.URL+"/v1")
+	srv := chatServer(t)
+	journey(t, c, ns, "flaky", "flaky", srv.BaseURL())
+	journey(t, c, ns, "revoked", "revoked", srv.BaseURL())
 
 	// flaky completes after one transient failure; revoked stalls on the 401.
 	waitFor(t, 60*time.Second, func() error {
@@ -223,14 +167,17 @@ func TestAPIKeyAppearsNowhere(t *testing.T) {
 	})
 
 	// The key was really used: every call carried it.
-	srv.mu.Lock()
-	bearers, calls := srv.bearers, srv.calls["flaky"]+srv.calls["revoked"]
-	srv.mu.Unlock()
+	calls := 0
+	for _, r := range srv.Requests() {
+		if r.Model == "flaky" || r.Model == "revoked" {
+			calls++
+		}
+	}
 	if calls < 3 {
 		t.Errorf("the endpoint got %d calls, want at least 3 (flaky twice, revoked once)", calls)
 	}
-	for _, b := range bearers {
-		if b != "Bearer "+key {
+	for _, r := range srv.Requests() {
+		if b := r.Bearer(); b != "Bearer "+key {
 			t.Fatalf("a call carried Authorization %q, not the Secret's key", b)
 		}
 	}
@@ -281,13 +228,5 @@ func TestAPIKeyAppearsNowhere(t *testing.T) {
 
 func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("condition not met after %s: %v", timeout, err)
+	testenv.Eventually(t, timeout, cond)
 }

@@ -5,17 +5,9 @@
 package validation
 
 import (
-	"bytes"
-	"context"
-	"errors"
-	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/journeyops/journey-operator/internal/testenv"
@@ -28,58 +20,16 @@ var k client.Client
 const ns = "validation"
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	env, err := testenv.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping control plane:", err)
-		}
-	}()
-	k, err = client.New(env.Config, client.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	namespace := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns},
-	}}
-	if err := k.Create(context.Background(), namespace); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
-}
-
-// decodeAll decodes every document of a multi-document YAML (or JSON) stream.
-func decodeAll(data []byte) ([]*unstructured.Unstructured, error) {
-	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs, nil
-			}
-			return nil, err
-		}
-		if len(m) == 0 {
-			continue // an empty document
-		}
-		objs = append(objs, &unstructured.Unstructured{Object: m})
-	}
+	testenv.Main(m, func(env *testenv.Environment) error {
+		k = env.Client
+		return env.CreateNamespace(ns)
+	})
 }
 
 // decodeOne decodes a manifest that holds exactly one object.
 func decodeOne(t *testing.T, manifest string) *unstructured.Unstructured {
 	t.Helper()
-	objs, err := decodeAll([]byte(manifest))
+	objs, err := testenv.DecodeManifests([]byte(manifest))
 	if err != nil {
 		t.Fatalf("decoding manifest: %v\n%s", err, manifest)
 	}
@@ -87,9 +37,4 @@ func decodeOne(t *testing.T, manifest string) *unstructured.Unstructured {
 		t.Fatalf("want one object in the manifest, got %d", len(objs))
 	}
 	return objs[0]
-}
-
-// samplesDir is config/samples of the repository.
-func samplesDir() string {
-	return filepath.Join(testenv.RepoRoot(), "config", "samples")
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -21,12 +20,13 @@ import (
 	"github.com/journeyops/journey-operator/internal/agent/builtin"
 	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/expr"
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 // sampleFiles returns the sample manifests of config/samples, kustomization excluded.
 func sampleFiles(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(samplesDir(), "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(testenv.SamplesDir(), "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,15 +39,7 @@ func sampleFiles(t *testing.T) []string {
 
 func readObjects(t *testing.T, file string) []*unstructured.Unstructured {
 	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := decodeAll(data)
-	if err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	return objs
+	return testenv.Manifests(t, file)
 }
 
 // TestSamplesAccepted creates every object of every sample on the API server, with
@@ -71,7 +63,7 @@ func TestSamplesAccepted(t *testing.T) {
 // TestKustomizationListsEverySample keeps config/samples/kustomization.yaml in step
 // with the sample files.
 func TestKustomizationListsEverySample(t *testing.T) {
-	objs := readObjects(t, filepath.Join(samplesDir(), "kustomization.yaml"))
+	objs := readObjects(t, filepath.Join(testenv.SamplesDir(), "kustomization.yaml"))
 	if len(objs) != 1 {
 		t.Fatalf("kustomization.yaml: want one document, got %d", len(objs))
 	}
@@ -101,7 +93,7 @@ func loadSample(t *testing.T, name string) sample {
 	var s sample
 	byObject := map[string]flowv1.PathwaySpec{}
 	sessions := 0
-	for _, obj := range readObjects(t, filepath.Join(samplesDir(), name)) {
+	for _, obj := range readObjects(t, filepath.Join(testenv.SamplesDir(), name)) {
 		var into any
 		switch obj.GetKind() {
 		case "Journey":

@@ -5,8 +5,9 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"testing"
+
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 // BenchmarkDecideOverhead compares one Decide (prompt and schema built, go-openai
@@ -18,14 +19,7 @@ func BenchmarkDecideOverhead(b *testing.B) {
 		`"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant",` +
 		`"content":"{\"destination\":\"escalation\",\"confidence\":0.85,\"reasoning\":\"three failures\"}"}}],` +
 		`"usage":{"prompt_tokens":240,"completion_tokens":25,"total_tokens":265}}`)
-	var lastBody []byte
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		lastBody = body
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(answer)
-	}))
-	defer srv.Close()
+	srv := testenv.NewChatServer(b, testenv.Always(testenv.Reply{Body: string(answer)}))
 
 	transport := func() *http.Client {
 		return &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
@@ -39,7 +33,7 @@ func BenchmarkDecideOverhead(b *testing.B) {
 	if _, err := a.Decide(ctx, req); err != nil {
 		b.Fatal(err)
 	}
-	body := lastBody // the exact body the agent sends
+	body := srv.Request(b, 1).Body // the exact body the agent sends
 
 	b.Run("raw", func(b *testing.B) {
 		client := transport()

@@ -16,26 +16,27 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 // With jitter 0.5 a backoff delay d is 3d/4: 375ms, 750ms, 1.5s for the defaults.
 var backoffs = []time.Duration{375 * time.Millisecond, 750 * time.Millisecond, 1500 * time.Millisecond}
 
 func TestDecideFaults(t *testing.T) {
-	ok := func(w http.ResponseWriter) { completion(w, decisionJSON("booking", 0.9), 100, 20) }
-	status := func(code int) func(int, http.ResponseWriter, *http.Request) {
-		return func(n int, w http.ResponseWriter, r *http.Request) {
-			apiError(w, code, http.StatusText(code), "server_error")
+	ok := func() testenv.Reply { return reply(decisionJSON("booking", 0.9), 100, 20) }
+	status := func(code int) testenv.Responder {
+		return func(req testenv.ChatRequest) testenv.Reply {
+			return testenv.APIError(code, http.StatusText(code), "server_error")
 		}
 	}
-	content := func(c string) func(int, http.ResponseWriter, *http.Request) {
-		return func(n int, w http.ResponseWriter, r *http.Request) { completion(w, c, 100, 20) }
+	content := func(c string) testenv.Responder {
+		return func(req testenv.ChatRequest) testenv.Reply { return reply(c, 100, 20) }
 	}
 	for _, tc := range []struct {
 		name       string
 		timeout    time.Duration // default 2s
 		retries    int32         // default 2
-		respond    func(n int, w http.ResponseWriter, r *http.Request)
+		respond    testenv.Responder
 		calls      int
 		waits      []time.Duration
 		class      agent.ErrorClass // "" = success
@@ -45,97 +46,87 @@ func TestDecideFaults(t *testing.T) {
 	}{
 		{
 			name: "timeout, transient after retries", timeout: 50 * time.Millisecond, retries: 1,
-			respond: func(n int, w http.ResponseWriter, r *http.Request) { <-r.Context().Done() },
+			respond: func(req testenv.ChatRequest) testenv.Reply { return testenv.Reply{Hang: true} },
 			calls:   2, waits: backoffs[:1],
 			class: agent.Transient, kind: flowv1.FailureTimeout, source: flowv1.FailureTransport,
 		},
 		{
 			name: "timeout then success", timeout: 50 * time.Millisecond,
-			respond: func(n int, w http.ResponseWriter, r *http.Request) {
-				if n == 1 {
-					<-r.Context().Done()
-					return
+			respond: func(req testenv.ChatRequest) testenv.Reply {
+				if req.N == 1 {
+					return testenv.Reply{Hang: true}
 				}
-				ok(w)
+				return ok()
 			},
 			calls: 2, waits: backoffs[:1],
 		},
 		{
 			name: "429 with Retry-After seconds, then success",
-			respond: func(n int, w http.ResponseWriter, r *http.Request) {
-				if n == 1 {
-					w.Header().Set("Retry-After", "2")
-					apiError(w, 429, "Rate limit reached", "rate_limit_exceeded")
-					return
+			respond: func(req testenv.ChatRequest) testenv.Reply {
+				if req.N == 1 {
+					return testenv.APIError(429, "Rate limit reached", "rate_limit_exceeded").With("Retry-After", "2")
 				}
-				ok(w)
+				return ok()
 			},
 			calls: 2, waits: []time.Duration{2 * time.Second},
 		},
 		{
 			name: "429 with Retry-After date, then success",
-			respond: func(n int, w http.ResponseWriter, r *http.Request) {
-				if n == 1 {
-					w.Header().Set("Retry-After", testNow.Add(7*time.Second).Format(http.TimeFormat))
-					apiError(w, 429, "Rate limit reached", "rate_limit_exceeded")
-					return
+			respond: func(req testenv.ChatRequest) testenv.Reply {
+				if req.N == 1 {
+					return testenv.APIError(429, "Rate limit reached", "rate_limit_exceeded").With("Retry-After", testNow.Add(7*time.Second).Format(http.TimeFormat))
 				}
-				ok(w)
+				return ok()
 			},
 			calls: 2, waits: []time.Duration{7 * time.Second},
 		},
 		{
 			name: "429 with retry-after-ms, then success",
-			respond: func(n int, w http.ResponseWriter, r *http.Request) {
-				if n == 1 {
-					w.Header().Set("Retry-After-Ms", "120")
-					w.Header().Set("Retry-After", "1")
-					apiError(w, 429, "Rate limit reached", "rate_limit_exceeded")
-					return
+			respond: func(req testenv.ChatRequest) testenv.Reply {
+				if req.N == 1 {
+					return testenv.APIError(429, "Rate limit reached", "rate_limit_exceeded").With("Retry-After-Ms", "120").With("Retry-After", "1")
 				}
-				ok(w)
+				return ok()
 			},
 			calls: 2, waits: []time.Duration{120 * time.Millisecond},
 		},
 		{
 			name: "429 without Retry-After, every time",
-			respond: func(n int, w http.ResponseWriter, r *http.Request) {
-				apiError(w, 429, "Rate limit reached", "rate_limit_exceeded")
+			respond: func(req testenv.ChatRequest) testenv.Reply {
+				return testenv.APIError(429, "Rate limit reached", "rate_limit_exceeded")
 			},
 			calls: 3, waits: backoffs[:2],
 			class: agent.Transient, kind: flowv1.FailureRateLimit, source: flowv1.FailureLLM,
 		},
 		{
 			name: "429 with a Retry-After too long to wait in process",
-			respond: func(n int, w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Retry-After", "120")
-				apiError(w, 429, "Rate limit reached", "rate_limit_exceeded")
+			respond: func(req testenv.ChatRequest) testenv.Reply {
+				return testenv.APIError(429, "Rate limit reached", "rate_limit_exceeded").With("Retry-After", "120")
 			},
 			calls: 1, class: agent.Transient, kind: flowv1.FailureRateLimit, source: flowv1.FailureLLM,
 			retryAfter: 120 * time.Second,
 		},
 		{
 			name: "429 insufficient quota is terminal",
-			respond: func(n int, w http.ResponseWriter, r *http.Request) {
-				apiError(w, 429, "You exceeded your current quota", "insufficient_quota")
+			respond: func(req testenv.ChatRequest) testenv.Reply {
+				return testenv.APIError(429, "You exceeded your current quota", "insufficient_quota")
 			},
 			calls: 1, class: agent.Terminal, kind: flowv1.FailureRateLimit, source: flowv1.FailureLLM,
 		},
 		{
 			name: "500 then success",
-			respond: func(n int, w http.ResponseWriter, r *http.Request) {
-				if n == 1 {
-					apiError(w, 500, "The server had an error", "server_error")
-					return
+			respond: func(req testenv.ChatRequest) testenv.Reply {
+				if req.N == 1 {
+					return testenv.APIError(500, "The server had an error", "server_error")
 				}
-				ok(w)
+				return ok()
 			},
 			calls: 2, waits: backoffs[:1],
 		},
 		{
 			name: "503 with a plain-text body, every time", retries: 3,
-			respond: func(n int, w http.ResponseWriter, r *http.Request) {
-				http.Error(w, "upstream unavailable", http.StatusServiceUnavailable)
+			respond: func(req testenv.ChatRequest) testenv.Reply {
+				return testenv.Reply{Status: http.StatusServiceUnavailable, Body: "upstream unavailable" + "\n", ContentType: "text/plain; charset=utf-8"}
 			},
 			calls: 4, waits: backoffs,
 			class: agent.Transient, kind: flowv1.FailureException, source: flowv1.FailureLLM,
@@ -147,13 +138,11 @@ func TestDecideFaults(t *testing.T) {
 		},
 		{
 			name: "connection dropped, then success",
-			respond: func(n int, w http.ResponseWriter, r *http.Request) {
-				if n == 1 {
-					conn, _, _ := w.(http.Hijacker).Hijack()
-					conn.Close()
-					return
+			respond: func(req testenv.ChatRequest) testenv.Reply {
+				if req.N == 1 {
+					return testenv.Reply{Drop: true}
 				}
-				ok(w)
+				return ok()
 			},
 			calls: 2, waits: backoffs[:1],
 		},
@@ -163,15 +152,15 @@ func TestDecideFaults(t *testing.T) {
 		{name: "409", respond: status(409), calls: 1, class: agent.Terminal, kind: flowv1.FailureException, source: flowv1.FailureLLM},
 		{
 			name: "401 echoing the key",
-			respond: func(n int, w http.ResponseWriter, r *http.Request) {
-				apiError(w, 401, "Incorrect API key provided: "+testKey+" (sent as "+r.Header.Get("Authorization")+")", "invalid_api_key")
+			respond: func(req testenv.ChatRequest) testenv.Reply {
+				return testenv.APIError(401, "Incorrect API key provided: "+testKey+" (sent as "+req.Bearer()+")", "invalid_api_key")
 			},
 			calls: 1, class: agent.Terminal, kind: flowv1.FailurePolicyKind, source: flowv1.FailureLLM,
 		},
 		{
 			name: "401 plain-text body echoing the key",
-			respond: func(n int, w http.ResponseWriter, r *http.Request) {
-				http.Error(w, "bad key "+testKey, http.StatusUnauthorized)
+			respond: func(req testenv.ChatRequest) testenv.Reply {
+				return testenv.Reply{Status: http.StatusUnauthorized, Body: "bad key " + testKey + "\n", ContentType: "text/plain; charset=utf-8"}
 			},
 			calls: 1, class: agent.Terminal, kind: flowv1.FailurePolicyKind, source: flowv1.FailureLLM,
 		},
@@ -183,24 +172,23 @@ func TestDecideFaults(t *testing.T) {
 		{name: "missing confidence", respond: content(`{"destination":"booking","reasoning":""}`), calls: 1, class: agent.Invalid, kind: flowv1.FailureValidation, source: flowv1.FailureLLM},
 		{
 			name: "empty choices",
-			respond: func(n int, w http.ResponseWriter, r *http.Request) {
-				writeJSON(w, 200, map[string]any{"id": "x", "object": "chat.completion", "choices": []any{},
+			respond: func(req testenv.ChatRequest) testenv.Reply {
+				return testenv.JSONReply(200, map[string]any{"id": "x", "object": "chat.completion", "choices": []any{},
 					"usage": map[string]any{"prompt_tokens": 100, "completion_tokens": 20}})
 			},
 			calls: 1, class: agent.Invalid, kind: flowv1.FailureValidation, source: flowv1.FailureLLM,
 		},
 		{
 			name: "200 with an HTML body",
-			respond: func(n int, w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "text/html")
-				_, _ = w.Write([]byte("<html>proxy login</html>"))
+			respond: func(req testenv.ChatRequest) testenv.Reply {
+				return testenv.Reply{Body: "<html>proxy login</html>", ContentType: "text/html"}
 			},
 			calls: 1, class: agent.Invalid, kind: flowv1.FailureValidation, source: flowv1.FailureLLM,
 		},
 		{
 			name: "refusal",
-			respond: func(n int, w http.ResponseWriter, r *http.Request) {
-				writeJSON(w, 200, map[string]any{"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+			respond: func(req testenv.ChatRequest) testenv.Reply {
+				return testenv.JSONReply(200, map[string]any{"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
 					"message": map[string]any{"role": "assistant", "refusal": "I can't help with that."}}},
 					"usage": map[string]any{"prompt_tokens": 100, "completion_tokens": 20}})
 			},
@@ -208,8 +196,8 @@ func TestDecideFaults(t *testing.T) {
 		},
 		{
 			name: "cut off at the token limit",
-			respond: func(n int, w http.ResponseWriter, r *http.Request) {
-				writeJSON(w, 200, map[string]any{"choices": []any{map[string]any{"index": 0, "finish_reason": "length",
+			respond: func(req testenv.ChatRequest) testenv.Reply {
+				return testenv.JSONReply(200, map[string]any{"choices": []any{map[string]any{"index": 0, "finish_reason": "length",
 					"message": map[string]any{"role": "assistant", "content": `{"destination":"boo`}}},
 					"usage": map[string]any{"prompt_tokens": 100, "completion_tokens": 20}})
 			},
@@ -280,8 +268,8 @@ func asAgentError(err error, ae **agent.Error) bool {
 // TestCallerCancelStopsRetries: a cancelled caller gets a Transient error at once,
 // without further calls.
 func TestCallerCancelStopsRetries(t *testing.T) {
-	srv := newChatServer(t, func(n int, w http.ResponseWriter, r *http.Request) {
-		apiError(w, 503, "busy", "server_error")
+	srv := newChatServer(t, func(req testenv.ChatRequest) testenv.Reply {
+		return testenv.APIError(503, "busy", "server_error")
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	a := newTestAgent(t, testSpec(srv.URL+"/v1"), &sleeper{}, WithSleep(func(context.Context, time.Duration) error {
@@ -324,7 +312,7 @@ func TestPromptInjection(t *testing.T) {
 	escapes, accepted := 0, 0
 	for _, msg := range userTexts {
 		for _, answer := range answers {
-			srv := newChatServer(t, func(n int, w http.ResponseWriter, r *http.Request) { completion(w, answer, 10, 5) })
+			srv := newChatServer(t, func(req testenv.ChatRequest) testenv.Reply { return reply(answer, 10, 5) })
 			a := newTestAgent(t, testSpec(srv.URL+"/v1"), &sleeper{})
 			got, err := a.Decide(context.Background(), decisionReq(msg))
 			switch {
@@ -344,7 +332,7 @@ func TestPromptInjection(t *testing.T) {
 			}
 			// The text travels JSON-encoded inside the data message, and the system
 			// message knows nothing of "deploy".
-			msgs := messages(t, srv.request(t, 1))
+			msgs := messages(t, request(t, srv, 1))
 			var encoded strings.Builder
 			enc := json.NewEncoder(&encoded)
 			enc.SetEscapeHTML(false)

@@ -2,11 +2,7 @@ package openai
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -15,88 +11,30 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 const testKey = "sk-test-4f1c9a0b7e2d3c5a6b8e9f0a1b2c3d4e"
 
-// chatServer is a local chat completions endpoint. respond answers call n (from 1);
-// it records every request.
-type chatServer struct {
-	*httptest.Server
-	respond func(n int, w http.ResponseWriter, r *http.Request)
-
-	mu       sync.Mutex
-	calls    int
-	bodies   [][]byte
-	headers  []http.Header
-	stopping chan struct{}
-}
-
-func newChatServer(t testing.TB, respond func(n int, w http.ResponseWriter, r *http.Request)) *chatServer {
+// newChatServer is the harness's chat server answering every request with respond.
+func newChatServer(t testing.TB, respond testenv.Responder) *testenv.ChatServer {
 	t.Helper()
-	s := &chatServer{respond: respond, stopping: make(chan struct{})}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
-			http.Error(w, `{"error":{"message":"not found","type":"invalid_request_error"}}`, http.StatusNotFound)
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		s.mu.Lock()
-		s.calls++
-		n := s.calls
-		s.bodies = append(s.bodies, body)
-		s.headers = append(s.headers, r.Header.Clone())
-		s.mu.Unlock()
-		s.respond(n, w, r)
-	}))
-	t.Cleanup(func() {
-		close(s.stopping)
-		s.Close()
-	})
-	return s
-}
-
-func (s *chatServer) Calls() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls
+	return testenv.NewChatServer(t, respond)
 }
 
 // request decodes the n-th request body (from 1).
-func (s *chatServer) request(t testing.TB, n int) map[string]any {
+func request(t testing.TB, srv *testenv.ChatServer, n int) map[string]any {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if n > len(s.bodies) {
-		t.Fatalf("request %d: only %d requests", n, len(s.bodies))
-	}
-	var m map[string]any
-	if err := json.Unmarshal(s.bodies[n-1], &m); err != nil {
+	m, err := srv.Request(t, n).Decode()
+	if err != nil {
 		t.Fatalf("request %d is not JSON: %v", n, err)
 	}
 	return m
 }
 
-// completion writes a chat completion whose first choice says content.
-func completion(w http.ResponseWriter, content string, prompt, completionTokens int) {
-	writeJSON(w, http.StatusOK, map[string]any{
-		"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
-		"choices": []any{map[string]any{
-			"index": 0, "finish_reason": "stop",
-			"message": map[string]any{"role": "assistant", "content": content},
-		}},
-		"usage": map[string]any{"prompt_tokens": prompt, "completion_tokens": completionTokens, "total_tokens": prompt + completionTokens},
-	})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func apiError(w http.ResponseWriter, status int, message, typ string) {
-	writeJSON(w, status, map[string]any{"error": map[string]any{"message": message, "type": typ, "code": typ}})
+// reply is a chat completion whose first choice says content.
+func reply(content string, prompt, completionTokens int) testenv.Reply {
+	return testenv.Reply{Content: content, Usage: testenv.Usage{Prompt: prompt, Completion: completionTokens}}
 }
 
 func decisionJSON(dest string, confidence float64) string {
