@@ -122,7 +122,7 @@ const (
 )
 
 // AgentSpec declares a named agent.
-// +kubebuilder:validation:XValidation:rule="self.provider == 'openai' || (!has(self.model) && !has(self.baseURL) && !has(self.apiKeySecretRef) && !has(self.temperature) && !has(self.pricing) && !has(self.maxRetries))",message="model, baseURL, apiKeySecretRef, temperature, pricing and maxRetries are only valid with provider openai"
+// +kubebuilder:validation:XValidation:rule="self.provider == 'openai' || (!has(self.model) && !has(self.baseURL) && !has(self.apiKeySecretRef) && !has(self.temperature) && !has(self.pricing) && !has(self.maxRetries) && !has(self.maxTokens))",message="model, baseURL, apiKeySecretRef, temperature, pricing, maxRetries and maxTokens are only valid with provider openai"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'openai' || has(self.model)",fieldPath=".model",message="model is required with provider openai"
 // +kubebuilder:validation:XValidation:rule="self.provider == 'builtin' || !has(self.builtin)",fieldPath=".builtin",message="builtin is only valid with provider builtin"
 type AgentSpec struct {
