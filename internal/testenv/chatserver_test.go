@@ -48,7 +48,9 @@ func TestChatServerScriptRulesAndCapture(t *testing.T) {
 		}
 		var c struct {
 			Choices []struct{ Message ChatMessage }
-			Usage   struct{ PromptTokens int `json:"prompt_tokens"` }
+			Usage   struct {
+				PromptTokens int `json:"prompt_tokens"`
+			}
 		}
 		if err := json.Unmarshal([]byte(body), &c); err != nil || len(c.Choices) != 1 || c.Usage.PromptTokens != 100 {
 			t.Fatalf("not a chat completion: %q (%v)", body, err)

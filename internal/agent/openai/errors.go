@@ -102,7 +102,8 @@ func (a *Agent) classify(ctx context.Context, err error, timedOut bool, ex *exch
 
 // serverFailure classifies an error answer. In order: a refused prompt or answer
 // (content filters, moderation, a provider's JSON validation) is Invalid, for the
-// journey to route; an error in a 200 is Transient; then by status: 429 (unless out
+// journey to route; an error in a 200 is Transient (repeatable unless it names a
+// "try later" status); then by status: 429 (unless out
 // of credit), 408 and the "try later" statuses 502, 503, 504 are Transient; 500 and
 // the other server failures are Transient but repeatable; 401, 402, 403, 404 and the
 // other client errors are Terminal.
@@ -122,7 +123,8 @@ func (a *Agent) serverFailure(se serverError, h http.Header) failure {
 	case refused:
 		f.err = a.invalid(kind, fmt.Errorf("the endpoint refused the prompt or the answer: %w", err))
 	case se.inBody:
-		f.err, f.repeatable = transient(flowv1.FailureException), true
+		// Retried like the status it names (502 when it names none).
+		f.err, f.repeatable = transient(flowv1.FailureException), !slices.Contains(tryLater, status)
 	case status == http.StatusTooManyRequests && se.outOfCredit(), status == http.StatusPaymentRequired:
 		// Out of credit, not rate limited: waiting will not help.
 		f.err = a.fail(agent.Terminal, flowv1.FailureRateLimit, flowv1.FailureLLM, err)

@@ -292,4 +292,3 @@ func (a *Agent) backoff(attempt int) time.Duration {
 	}
 	return d/2 + time.Duration(j*float64(d/2))
 }
-
