@@ -105,8 +105,8 @@ func (a *Agent) classify(ctx context.Context, err error, timedOut bool, ex *exch
 // journey to route; an error in a 200 is Transient (repeatable unless it names a
 // "try later" status); then by status: 429 (unless out
 // of credit), 408 and the "try later" statuses 502, 503, 504 are Transient; 500 and
-// the other server failures are Transient but repeatable; 401, 402, 403, 404 and the
-// other client errors are Terminal.
+// the other server failures are Transient but repeatable, unless their message says
+// to try again; 401, 402, 403, 404 and the other client errors are Terminal.
 func (a *Agent) serverFailure(se serverError, h http.Header) failure {
 	err := fmt.Errorf("HTTP %d: %s", se.status, a.scrub(se.describe()))
 	if se.inBody {
@@ -124,7 +124,7 @@ func (a *Agent) serverFailure(se serverError, h http.Header) failure {
 		f.err = a.invalid(kind, fmt.Errorf("the endpoint refused the prompt or the answer: %w", err))
 	case se.inBody:
 		// Retried like the status it names (502 when it names none).
-		f.err, f.repeatable = transient(flowv1.FailureException), !slices.Contains(tryLater, status)
+		f.err, f.repeatable = transient(flowv1.FailureException), !slices.Contains(tryLater, status) && !se.saysTryLater()
 	case status == http.StatusTooManyRequests && se.outOfCredit(), status == http.StatusPaymentRequired:
 		// Out of credit, not rate limited: waiting will not help.
 		f.err = a.fail(agent.Terminal, flowv1.FailureRateLimit, flowv1.FailureLLM, err)
@@ -135,7 +135,7 @@ func (a *Agent) serverFailure(se serverError, h http.Header) failure {
 	case slices.Contains(tryLater, status):
 		f.err = transient(flowv1.FailureException)
 	case status >= 500 || status == http.StatusFailedDependency:
-		f.err, f.repeatable = transient(flowv1.FailureException), true
+		f.err, f.repeatable = transient(flowv1.FailureException), !se.saysTryLater()
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		f.err = a.fail(agent.Terminal, flowv1.FailurePolicyKind, flowv1.FailureLLM, err)
 	case status == http.StatusBadRequest || status == http.StatusUnprocessableEntity || status == http.StatusRequestEntityTooLarge:

@@ -78,9 +78,9 @@ var replayCases = []replayCase{
 	{server: "OpenAI", name: "400 invalid_prompt",
 		answers: repeat(objectError(400, map[string]any{"message": "Invalid prompt: your prompt was flagged as potentially violating our usage policy.", "type": "invalid_request_error", "param": nil, "code": "invalid_prompt"})),
 		class:   agent.Invalid, kind: flowv1.FailurePolicyKind, calls: 1, says: "flagged"},
-	{server: "OpenAI", name: "500 server_error every time",
-		answers: repeat(testenv.APIError(500, "The server had an error while processing your request. Sorry about that!", "server_error")),
-		class:   agent.Terminal, kind: flowv1.FailureException, calls: 3, says: "same error 3 times"},
+	{server: "OpenAI", name: "500 server_error saying to retry, every time",
+		answers: repeat(testenv.APIError(500, "The server had an error while processing your request. Sorry about that! You can retry your request, or contact us through our help center at help.openai.com if the error persists.", "server_error")),
+		class:   agent.Transient, kind: flowv1.FailureException, calls: 3, says: "You can retry your request"},
 	{server: "OpenAI", name: "503 overloaded every time",
 		answers: repeat(testenv.APIError(503, "The engine is currently overloaded, please try again later.", "server_error")),
 		class:   agent.Transient, kind: flowv1.FailureException, calls: 3, says: "overloaded"},
@@ -115,7 +115,15 @@ var replayCases = []replayCase{
 		class:   agent.Terminal, kind: flowv1.FailureValidation, calls: 1, says: "maximum context length"},
 	{server: "vLLM", name: "500 InternalServerError every time",
 		answers: repeat(objectError(500, map[string]any{"message": "Expected 2 output messages, got 1", "type": "InternalServerError", "param": nil, "code": 500})),
-		class:   agent.Terminal, kind: flowv1.FailureException, calls: 3, says: "Expected 2 output messages"},
+		class:   agent.Terminal, kind: flowv1.FailureException, calls: 3, says: "same error 3 times: HTTP 500: Expected 2 output messages"},
+
+	// llama.cpp renders the model's chat template and fails with a 500 when the template
+	// raises (roles that do not alternate, a system message it refuses).
+	// https://github.com/ggml-org/llama.cpp/issues/19851
+	// https://github.com/janhq/jan/issues/6254
+	{server: "llama.cpp", name: "500 chat template error every time",
+		answers: repeat(objectError(500, map[string]any{"code": 500, "type": "server_error", "message": "Conversation roles must alternate user/assistant/user/assistant/..."})),
+		class:   agent.Terminal, kind: flowv1.FailureException, calls: 3, says: "Conversation roles must alternate"},
 
 	// Ollama's /v1: OpenAI-shaped errors; its native API answers {"error": "<text>"}.
 	// https://github.com/ollama/ollama/blob/main/openai/openai.go

@@ -148,6 +148,12 @@ func (se serverError) outOfCredit() bool {
 	return se.code == "insufficient_quota" || se.typ == "insufficient_quota"
 }
 
+var tryAgain = regexp.MustCompile(`(?i)try again|retry|overload|temporar|unavailable|busy|capacity|timed? ?out`)
+
+// saysTryLater reports a server failure whose message says it will pass (OpenAI's
+// "You can retry your request", "overloaded", "busy"): it is never ended early.
+func (se serverError) saysTryLater() bool { return tryAgain.MatchString(se.message) }
+
 var formatWords = regexp.MustCompile(`(?i)response_format|response format|json_schema|json schema|json_object|` +
 	`structured output|guided_json|grammar`)
 
