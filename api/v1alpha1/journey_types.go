@@ -122,7 +122,7 @@ const (
 )
 
 // AgentSpec declares a named agent.
-// +kubebuilder:validation:XValidation:rule="self.provider == 'openai' || (!has(self.model) && !has(self.baseURL) && !has(self.apiKeySecretRef) && !has(self.temperature) && !has(self.pricing) && !has(self.maxRetries) && !has(self.maxTokens))",message="model, baseURL, apiKeySecretRef, temperature, pricing, maxRetries and maxTokens are only valid with provider openai"
+// +kubebuilder:validation:XValidation:rule="self.provider == 'openai' || (!has(self.model) && !has(self.baseURL) && !has(self.apiKeySecretRef) && !has(self.temperature) && !has(self.pricing) && !has(self.maxRetries) && !has(self.maxTokens) && !has(self.responseFormat))",message="model, baseURL, apiKeySecretRef, temperature, pricing, maxRetries, maxTokens and responseFormat are only valid with provider openai"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'openai' || has(self.model)",fieldPath=".model",message="model is required with provider openai"
 // +kubebuilder:validation:XValidation:rule="self.provider == 'builtin' || !has(self.builtin)",fieldPath=".builtin",message="builtin is only valid with provider builtin"
 type AgentSpec struct {
@@ -174,9 +174,8 @@ type AgentSpec struct {
 	// schema, then a JSON object, then the schema in the instructions, stepping down
 	// when the endpoint says it does not support a format), JSONSchema, JSONObject or
 	// Prompt. Every answer is validated against the schema whatever the format.
-	// Defaults to Auto.
+	// Unset means Auto.
 	// +optional
-	// +kubebuilder:default=Auto
 	ResponseFormat ResponseFormat `json:"responseFormat,omitempty"`
 
 	// maxTokens caps the tokens the model may generate in one answer, reasoning
