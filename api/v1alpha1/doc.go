@@ -11,9 +11,10 @@
 //     "*" or not a listed pathway, or whose from is neither "*" nor a listed pathway; a
 //     trigger without exactly one of intent or condition; llmFallback without
 //     intentDetection, or intentDetection naming an undeclared agent; openai-only fields
-//     (model, baseURL, apiKeySecretRef, temperature, pricing, maxRetries) on a builtin
-//     agent, an openai agent without model, a builtin section on an openai agent; a
-//     contextUpdate Copy without from or Set with from; limits out of range
+//     (model, baseURL, apiKeySecretRef, temperature, pricing, maxRetries, maxTokens,
+//     responseFormat) on a builtin agent, an openai agent without model, a builtin
+//     section on an openai agent; a contextUpdate Copy without from or Set with from;
+//     limits out of range
 //     (maxPathwayDepth 1..10 and the others); durations that do not parse or are not
 //     positive.
 //   - Pathway: an outcome transition without exactly one of to or decision (action

@@ -101,8 +101,28 @@ const (
 	ProviderOpenAI Provider = "openai"
 )
 
+// ResponseFormat is how an openai agent asks the endpoint for a JSON answer.
+// +kubebuilder:validation:Enum=Auto;JSONSchema;JSONObject;Prompt
+type ResponseFormat string
+
+const (
+	// ResponseFormatAuto starts with a strict JSON schema and steps down to a JSON
+	// object, then to the schema in the instructions only, when the endpoint says it
+	// does not support the richer format. What was learned is kept per endpoint and
+	// model for the life of the process.
+	ResponseFormatAuto ResponseFormat = "Auto"
+	// ResponseFormatJSONSchema always sends a strict json_schema response format.
+	ResponseFormatJSONSchema ResponseFormat = "JSONSchema"
+	// ResponseFormatJSONObject sends a json_object response format and the schema in
+	// the instructions.
+	ResponseFormatJSONObject ResponseFormat = "JSONObject"
+	// ResponseFormatPrompt sends no response format: the schema is in the
+	// instructions only.
+	ResponseFormatPrompt ResponseFormat = "Prompt"
+)
+
 // AgentSpec declares a named agent.
-// +kubebuilder:validation:XValidation:rule="self.provider == 'openai' || (!has(self.model) && !has(self.baseURL) && !has(self.apiKeySecretRef) && !has(self.temperature) && !has(self.pricing) && !has(self.maxRetries))",message="model, baseURL, apiKeySecretRef, temperature, pricing and maxRetries are only valid with provider openai"
+// +kubebuilder:validation:XValidation:rule="self.provider == 'openai' || (!has(self.model) && !has(self.baseURL) && !has(self.apiKeySecretRef) && !has(self.temperature) && !has(self.pricing) && !has(self.maxRetries) && !has(self.maxTokens) && !has(self.responseFormat))",message="model, baseURL, apiKeySecretRef, temperature, pricing, maxRetries, maxTokens and responseFormat are only valid with provider openai"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'openai' || has(self.model)",fieldPath=".model",message="model is required with provider openai"
 // +kubebuilder:validation:XValidation:rule="self.provider == 'builtin' || !has(self.builtin)",fieldPath=".builtin",message="builtin is only valid with provider builtin"
 type AgentSpec struct {
@@ -149,6 +169,23 @@ type AgentSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10
 	MaxRetries *int32 `json:"maxRetries,omitempty"`
+
+	// responseFormat is how the answer is asked for as JSON: Auto (a strict JSON
+	// schema, then a JSON object, then the schema in the instructions, stepping down
+	// when the endpoint says it does not support a format), JSONSchema, JSONObject or
+	// Prompt. Every answer is validated against the schema whatever the format.
+	// Unset means Auto.
+	// +optional
+	ResponseFormat ResponseFormat `json:"responseFormat,omitempty"`
+
+	// maxTokens caps the tokens the model may generate in one answer, reasoning
+	// included; it bounds the cost and the time of a call. It is sent as
+	// max_completion_tokens to OpenAI and Azure OpenAI endpoints and to OpenAI
+	// reasoning models, and as max_tokens to every other endpoint. Defaults to 1024.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	MaxTokens *int32 `json:"maxTokens,omitempty"`
 
 	// pricing converts token usage into cost for budget accounting.
 	// +optional

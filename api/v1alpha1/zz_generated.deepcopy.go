@@ -59,6 +59,11 @@ func (in *AgentSpec) DeepCopyInto(out *AgentSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.MaxTokens != nil {
+		in, out := &in.MaxTokens, &out.MaxTokens
+		*out = new(int32)
+		**out = **in
+	}
 	if in.Pricing != nil {
 		in, out := &in.Pricing, &out.Pricing
 		*out = new(Pricing)

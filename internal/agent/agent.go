@@ -108,4 +108,7 @@ type Usage struct {
 	PromptTokens     int64   `json:"promptTokens,omitempty"`
 	CompletionTokens int64   `json:"completionTokens,omitempty"`
 	CostUSD          float64 `json:"costUSD,omitempty"`
+	// Estimated marks tokens estimated from text lengths (EstimateTokens) because the
+	// endpoint reported no usage.
+	Estimated bool `json:"estimated,omitempty"`
 }

@@ -35,5 +35,25 @@ func (u Usage) Add(v Usage) Usage {
 		PromptTokens:     u.PromptTokens + v.PromptTokens,
 		CompletionTokens: u.CompletionTokens + v.CompletionTokens,
 		CostUSD:          u.CostUSD + v.CostUSD,
+		Estimated:        u.Estimated || v.Estimated,
 	}
+}
+
+// charsPerToken is the usual length of a token in English text and JSON.
+const charsPerToken = 4
+
+// EstimateTokens estimates the tokens of chars characters of text: one per four,
+// rounded up. It stands in for a usage block an endpoint did not send, and for the
+// prompt of a call not made yet.
+func EstimateTokens(chars int) int64 {
+	if chars <= 0 {
+		return 0
+	}
+	return int64((chars + charsPerToken - 1) / charsPerToken)
+}
+
+// WorstCaseCost is the cost at pricing of a call with promptTokens of prompt that
+// generates maxCompletionTokens, the most its token cap allows.
+func WorstCaseCost(pricing *flowv1.Pricing, promptTokens, maxCompletionTokens int64) float64 {
+	return Cost(pricing, Usage{PromptTokens: promptTokens, CompletionTokens: maxCompletionTokens})
 }

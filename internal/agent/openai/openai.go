@@ -3,10 +3,17 @@
 //
 // Every call has a deadline (spec.timeout, default 30s) and is retried with jittered
 // exponential backoff on 429, 5xx and transport failures (spec.maxRetries, default 2),
-// honouring Retry-After. Answers are requested as strict JSON schemas built at run
-// time (the destination and intent are enums) and validated again here; failures come
-// back as *agent.Error with a class the controller acts on. The API key never appears
-// in an error or a log line.
+// honouring Retry-After; a 500 that gives the same answer on every attempt ends as
+// Terminal. Error answers are read in every shape the common servers use (see
+// serverError) and classified: Transient (retried), Invalid (a refused prompt or
+// answer, which the journey routes like a bad answer) or Terminal (credentials, an
+// unknown model). Answers are requested as strict JSON schemas built at run time (the
+// destination and intent are enums), stepping down to json_object and to the schema
+// in the instructions when the endpoint does not support them (see rung), and are
+// validated again here whatever the format. Requests are portable: a real
+// temperature 0, no two consecutive messages of the same role, a token cap in the
+// field the endpoint expects, schema properties in the answer's order. The API key
+// never appears in an error or a log line.
 package openai
 
 import (
@@ -39,6 +46,10 @@ const (
 	// ends the call with a Transient error carrying RetryAfter, for the controller to
 	// requeue after it.
 	DefaultMaxRetryWait = 30 * time.Second
+	// DefaultMaxTokens caps the tokens of one answer when spec.maxTokens is not set:
+	// far more than a decision or a pathway turn needs, and small enough that a model
+	// looping on whitespace stops long before the timeout at local-model speeds.
+	DefaultMaxTokens = 1024
 )
 
 // Option configures an Agent.
@@ -81,15 +92,22 @@ var defaultTransport = func() http.RoundTripper {
 
 // Agent is an agent.Agent backed by an OpenAI-compatible chat completions endpoint.
 type Agent struct {
-	name        string
-	model       string
-	temperature float32 // 0 = not sent
-	timeout     time.Duration
-	maxRetries  int
-	pricing     *flowv1.Pricing
-	apiKey      string
-	client      *goopenai.Client
-	opts        options
+	name    string
+	model   string
+	baseURL string
+	// temperature is sent when set; zeroTemperature sends a real 0 (see transport).
+	temperature     float32
+	zeroTemperature bool
+	timeout         time.Duration
+	maxRetries      int
+	format          flowv1.ResponseFormat
+	maxTokens       int
+	// completionTokensField sends the cap as max_completion_tokens, not max_tokens.
+	completionTokensField bool
+	pricing               *flowv1.Pricing
+	apiKey                string
+	client                *goopenai.Client
+	opts                  options
 }
 
 var _ agent.Agent = (*Agent)(nil)
@@ -115,13 +133,20 @@ func New(spec flowv1.AgentSpec, apiKey string, opts ...Option) (*Agent, error) {
 		o.httpClient = &http.Client{Transport: defaultTransport}
 	}
 	a := &Agent{
-		name:       string(spec.Name),
-		model:      spec.Model,
-		timeout:    DefaultTimeout,
-		maxRetries: DefaultMaxRetries,
-		pricing:    spec.Pricing,
-		apiKey:     apiKey,
-		opts:       o,
+		name:                  string(spec.Name),
+		model:                 spec.Model,
+		baseURL:               spec.BaseURL,
+		timeout:               DefaultTimeout,
+		maxRetries:            DefaultMaxRetries,
+		format:                spec.ResponseFormat,
+		maxTokens:             MaxTokens(spec),
+		completionTokensField: UsesMaxCompletionTokens(spec.BaseURL, spec.Model),
+		pricing:               spec.Pricing,
+		apiKey:                apiKey,
+		opts:                  o,
+	}
+	if a.format == "" {
+		a.format = flowv1.ResponseFormatAuto
 	}
 	if spec.Temperature != "" {
 		t, err := strconv.ParseFloat(string(spec.Temperature), 32)
@@ -129,11 +154,9 @@ func New(spec flowv1.AgentSpec, apiKey string, opts ...Option) (*Agent, error) {
 			return nil, fmt.Errorf("agent %s: temperature %q is not a number in [0,2]", spec.Name, spec.Temperature)
 		}
 		a.temperature = float32(t)
-		if t == 0 {
-			// go-openai omits a zero temperature (the server default, often 1, would
-			// apply); the smallest positive float32 is sent instead and means 0.
-			a.temperature = math.SmallestNonzeroFloat32
-		}
+		// go-openai omits a zero temperature (the server default, often 1, would
+		// apply): the transport writes it into the body.
+		a.zeroTemperature = t == 0
 	}
 	if spec.Timeout != nil && spec.Timeout.Duration > 0 {
 		a.timeout = spec.Timeout.Duration
@@ -145,7 +168,7 @@ func New(spec flowv1.AgentSpec, apiKey string, opts ...Option) (*Agent, error) {
 	if spec.BaseURL != "" {
 		cfg.BaseURL = spec.BaseURL
 	}
-	cfg.HTTPClient = o.httpClient
+	cfg.HTTPClient = withTransport(o.httpClient)
 	a.client = goopenai.NewClientWithConfig(cfg)
 	return a, nil
 }
@@ -167,31 +190,54 @@ func sleepContext(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// complete sends req, retrying transient failures. On success the response has at
-// least one choice.
-func (a *Agent) complete(ctx context.Context, req goopenai.ChatCompletionRequest) (goopenai.ChatCompletionResponse, error) {
-	req.Model = a.model
-	req.Temperature = a.temperature
-	for attempt := 0; ; attempt++ {
-		resp, timedOut, err := a.attempt(ctx, req)
-		if err == nil {
-			if len(resp.Choices) == 0 {
-				return resp, a.invalid(flowv1.FailureValidation, errors.New("the answer has no choices"))
-			}
+// complete asks c, retrying transient failures and, for an Auto agent, stepping down
+// the response-format ladder when the endpoint refuses a format. On success the
+// response has at least one choice.
+func (a *Agent) complete(ctx context.Context, c call) (goopenai.ChatCompletionResponse, error) {
+	r := rungOf(a.format)
+	if a.format == flowv1.ResponseFormatAuto {
+		r = learned.get(endpointKey(a.baseURL, a.model))
+	}
+	var (
+		first   string
+		started bool
+		same    = true
+	)
+	for retries := 0; ; {
+		resp, f := a.try(ctx, a.request(c, r))
+		if f == nil {
 			return resp, nil
 		}
-		ae := a.classify(ctx, err, timedOut, resp.Header())
-		if ae.Class != agent.Transient || attempt >= a.maxRetries || ctx.Err() != nil {
+		if f.formatRefused && a.format == flowv1.ResponseFormatAuto && r < rungPrompt {
+			r = a.stepDown(ctx, r, f.err.Err)
+			started, same = false, true
+			continue
+		}
+		switch {
+		case !started:
+			first, started = f.sig, true
+		case f.sig != first:
+			same = false
+		}
+		ae := f.err
+		if ae.Class != agent.Transient || ctx.Err() != nil {
 			return resp, ae
 		}
-		wait := a.backoff(attempt)
+		if retries >= a.maxRetries {
+			if f.repeatable && same && f.sig != "" && retries > 0 {
+				return resp, a.repeated(retries+1, ae)
+			}
+			return resp, ae
+		}
+		wait := a.backoff(retries)
 		if ae.RetryAfter > 0 {
 			if ae.RetryAfter > a.opts.maxRetryWait {
 				return resp, ae
 			}
 			wait = ae.RetryAfter
 		}
-		log.FromContext(ctx).V(4).Info("Retrying agent call", "agent", a.name, "attempt", attempt+1,
+		retries++
+		log.FromContext(ctx).V(4).Info("Retrying agent call", "agent", a.name, "attempt", retries,
 			"delay", wait.String(), "kind", string(ae.Kind), "error", ae.Err.Error())
 		if err := a.opts.sleep(ctx, wait); err != nil {
 			return resp, ae
@@ -199,14 +245,31 @@ func (a *Agent) complete(ctx context.Context, req goopenai.ChatCompletionRequest
 	}
 }
 
-// attempt is one HTTP call under the per-call deadline. timedOut reports that the
-// deadline (not the caller's context) ended it.
-func (a *Agent) attempt(ctx context.Context, req goopenai.ChatCompletionRequest) (goopenai.ChatCompletionResponse, bool, error) {
-	cctx, cancel := context.WithTimeout(ctx, a.timeout)
+// try is one HTTP call under the per-call deadline, classified when it fails.
+func (a *Agent) try(ctx context.Context, req goopenai.ChatCompletionRequest) (goopenai.ChatCompletionResponse, *failure) {
+	ex := &exchange{zeroTemperature: a.zeroTemperature}
+	cctx, cancel := context.WithTimeout(context.WithValue(ctx, exchangeKey{}, ex), a.timeout)
 	defer cancel()
 	resp, err := a.client.CreateChatCompletion(cctx, req)
-	timedOut := err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded)
-	return resp, timedOut, err
+	if err != nil {
+		timedOut := ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded)
+		f := a.classify(ctx, err, timedOut, ex, resp.Header())
+		return resp, &f
+	}
+	if se, ok := errorInBody(ex.body.Bytes()); ok {
+		// OpenRouter answers 200 with an error body when the provider failed.
+		f := a.serverFailure(se, resp.Header())
+		return resp, &f
+	}
+	if len(resp.Choices) == 0 {
+		return resp, &failure{err: a.invalid(flowv1.FailureValidation, errors.New("the answer has no choices"))}
+	}
+	if resp.Choices[0].FinishReason == "error" {
+		// OpenRouter's finish reason when the provider failed during generation.
+		f := a.serverFailure(serverError{status: 200, inBody: true, message: "the provider failed during generation (finish_reason error)"}, resp.Header())
+		return resp, &f
+	}
+	return resp, nil
 }
 
 // backoff is the jittered exponential delay before retry number attempt+1.
@@ -220,11 +283,4 @@ func (a *Agent) backoff(attempt int) time.Duration {
 		j = 0
 	}
 	return d/2 + time.Duration(j*float64(d/2))
-}
-
-// usage converts the response's usage block, with cost.
-func (a *Agent) usage(resp goopenai.ChatCompletionResponse) agent.Usage {
-	u := agent.Usage{PromptTokens: int64(resp.Usage.PromptTokens), CompletionTokens: int64(resp.Usage.CompletionTokens)}
-	u.CostUSD = agent.Cost(a.pricing, u)
-	return u
 }

@@ -374,14 +374,19 @@ func TestRunPathway(t *testing.T) {
 			t.Errorf("system message lacks %q:\n%s", s, sys)
 		}
 	}
-	wantRoles := []string{"system", "user", "assistant", "user", "user"}
+	// The inputs and the user's message are consecutive user messages: merged into one
+	// (templates that require alternating roles refuse two in a row), message last.
+	wantRoles := []string{"system", "user", "assistant", "user"}
+	if len(msgs) != len(wantRoles) {
+		t.Fatalf("roles = %v, want %v", msgs, wantRoles)
+	}
 	for i, m := range msgs {
-		if i >= len(wantRoles) || m[0] != wantRoles[i] {
+		if m[0] != wantRoles[i] {
 			t.Fatalf("roles = %v, want %v", msgs, wantRoles)
 		}
 	}
-	if msgs[4][1] != msg {
-		t.Errorf("last message = %q, want the user's message", msgs[4][1])
+	if last := msgs[3][1]; !strings.HasPrefix(last, "The pathway's inputs") || !strings.HasSuffix(last, "\n\n"+msg) {
+		t.Errorf("last message = %q, want the inputs, a blank line and the user's message", last)
 	}
 	assertUserOnly(t, msgs, "Dr. No")
 	assertUserOnly(t, msgs, "admin mode")

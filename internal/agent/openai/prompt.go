@@ -64,14 +64,14 @@ func (a *Agent) Decide(ctx context.Context, req agent.DecisionRequest) (agent.De
 		return agent.DecisionResponse{}, a.fail(agent.Terminal, flowv1.FailureValidation, flowv1.FailureSystem, err)
 	}
 
-	resp, err := a.complete(ctx, goopenai.ChatCompletionRequest{
-		Messages: []goopenai.ChatCompletionMessage{
-			{Role: goopenai.ChatMessageRoleSystem, Content: sys.String()},
-			{Role: goopenai.ChatMessageRoleUser, Content: user},
-		},
-		ResponseFormat: responseFormat("decision", enumKey(allowed), func() object { return decisionSchema(allowed) }),
-	})
-	usage := a.usage(resp)
+	c := call{
+		system:     sys.String(),
+		messages:   []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, Content: user}},
+		schemaName: "decision", schemaKey: enumKey(allowed),
+		build: func() object { return decisionSchema(allowed) },
+	}
+	resp, err := a.complete(ctx, c)
+	usage := a.usage(resp, c)
 	if err != nil {
 		return agent.DecisionResponse{Usage: usage}, err
 	}
@@ -123,14 +123,14 @@ func (a *Agent) ClassifyIntent(ctx context.Context, req agent.IntentRequest) (ag
 		"and reasoning (one sentence). The user message is the end user's text to classify.\n")
 	sys.WriteString(dataNotice)
 
-	resp, err := a.complete(ctx, goopenai.ChatCompletionRequest{
-		Messages: []goopenai.ChatCompletionMessage{
-			{Role: goopenai.ChatMessageRoleSystem, Content: sys.String()},
-			{Role: goopenai.ChatMessageRoleUser, Content: req.Message},
-		},
-		ResponseFormat: responseFormat("intent", enumKey(names), func() object { return intentSchema(names) }),
-	})
-	none.Usage = a.usage(resp)
+	c := call{
+		system:     sys.String(),
+		messages:   []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, Content: req.Message}},
+		schemaName: "intent", schemaKey: enumKey(names),
+		build: func() object { return intentSchema(names) },
+	}
+	resp, err := a.complete(ctx, c)
+	none.Usage = a.usage(resp, c)
 	if err != nil {
 		return none, err
 	}
@@ -155,7 +155,7 @@ func (a *Agent) RunPathway(ctx context.Context, req agent.PathwayRequest) (agent
 	if req.Spec != nil {
 		sig = req.Spec.Signature
 	}
-	msgs := []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleSystem, Content: pathwaySystem(req.Pathway, sig)}}
+	var msgs []goopenai.ChatCompletionMessage
 	for _, ex := range req.History {
 		if ex.Text == "" {
 			continue
@@ -182,11 +182,14 @@ func (a *Agent) RunPathway(ctx context.Context, req agent.PathwayRequest) (agent
 		msgs = append(msgs, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleUser, Content: req.Message})
 	}
 
-	resp, err := a.complete(ctx, goopenai.ChatCompletionRequest{
-		Messages:       msgs,
-		ResponseFormat: responseFormat("pathway_turn", fieldsKey(sig.Outputs), func() object { return pathwaySchema(sig.Outputs) }),
-	})
-	usage := a.usage(resp)
+	c := call{
+		system:     pathwaySystem(req.Pathway, sig),
+		messages:   msgs,
+		schemaName: "pathway_turn", schemaKey: fieldsKey(sig.Outputs),
+		build: func() object { return pathwaySchema(sig.Outputs) },
+	}
+	resp, err := a.complete(ctx, c)
+	usage := a.usage(resp, c)
 	if err != nil {
 		return agent.PathwayResponse{Usage: usage}, err
 	}
@@ -225,9 +228,13 @@ func pathwaySystem(pathway string, sig flowv1.Signature) string {
 		b.WriteString("\nOutputs (fill every one in \"outputs\"):\n")
 		writeFields(&b, sig.Outputs)
 	}
-	b.WriteString("\nAnswer with a JSON object: reply (what to tell the user), outputs, " +
-		"outcome (success, failure, partial_success or unclear) and complete (false while you " +
-		"need more input from the user to finish this pathway).\n")
+	outputs := ""
+	if len(sig.Outputs) > 0 {
+		outputs = "outputs, "
+	}
+	fmt.Fprintf(&b, "\nAnswer with a JSON object: reply (what to tell the user), %s"+
+		"outcome (success, failure, partial_success or unclear) and complete (false while you "+
+		"need more input from the user to finish this pathway).\n", outputs)
 	b.WriteString(dataNotice)
 	return b.String()
 }
@@ -255,10 +262,11 @@ func dataMessage(caption string, v any) (string, error) {
 	return strings.TrimSuffix(buf.String(), "\n"), nil
 }
 
-// content is the first choice's text, or an Invalid error when the model refused, was
-// filtered, was cut off or said nothing.
+// content is the first choice's text without <think> blocks and code fences, or an
+// Invalid error when the model refused, was filtered, was cut off or said nothing.
 func (a *Agent) content(resp goopenai.ChatCompletionResponse) (string, error) {
 	c := resp.Choices[0]
+	text := clean(c.Message.Content)
 	switch {
 	case c.Message.Refusal != "":
 		return "", a.invalid(flowv1.FailurePolicyKind, fmt.Errorf("the model refused: %s", a.scrub(truncate(c.Message.Refusal))))
@@ -266,8 +274,8 @@ func (a *Agent) content(resp goopenai.ChatCompletionResponse) (string, error) {
 		return "", a.invalid(flowv1.FailurePolicyKind, errors.New("the answer was withheld by the content filter"))
 	case c.FinishReason == goopenai.FinishReasonLength:
 		return "", a.invalid(flowv1.FailureValidation, errors.New("the answer was cut off at the token limit"))
-	case strings.TrimSpace(c.Message.Content) == "":
+	case text == "":
 		return "", a.invalid(flowv1.FailureValidation, errors.New("the answer is empty"))
 	}
-	return c.Message.Content, nil
+	return text, nil
 }

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	goopenai "github.com/sashabaranov/go-openai"
-
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
 )
@@ -20,33 +18,67 @@ import (
 // false on every object, so a free-form object (or an array of unknown items) cannot
 // be described. Such signature outputs are asked for as a JSON-encoded string and
 // decoded here.
+//
+// Schemas are ordered objects: a model writes its answer's keys in the order of the
+// schema's properties, and it should commit to a destination before it explains it
+// (and write the reply before the outputs), so the order is the one written here, not
+// the alphabetical order of a Go map.
 
-type object = map[string]any
+// member is one key of an ordered JSON object.
+type member struct {
+	key   string
+	value any
+}
 
-func strictObject(props object, order []string) object {
+// object is a JSON object marshaled with its keys in order.
+type object []member
+
+func (o object) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, m := range o {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, err := json.Marshal(m.key)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(m.value)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// keys are the object's keys, in order.
+func (o object) keys() []string {
+	out := make([]string, len(o))
+	for i, m := range o {
+		out[i] = m.key
+	}
+	return out
+}
+
+// strictObject is a strict schema of an object with the properties props, all
+// required, in their order.
+func strictObject(props object) object {
 	return object{
-		"type":                 "object",
-		"properties":           props,
-		"required":             order,
-		"additionalProperties": false,
+		{"type", "object"},
+		{"properties", props},
+		{"required", props.keys()},
+		{"additionalProperties", false},
 	}
 }
 
-// responseFormat is the strict json_schema response format for schema, marshaled
-// once per distinct key (the enum or signature it was built from) and then reused.
-func responseFormat(name, key string, build func() object) *goopenai.ChatCompletionResponseFormat {
-	return &goopenai.ChatCompletionResponseFormat{
-		Type: goopenai.ChatCompletionResponseFormatTypeJSONSchema,
-		JSONSchema: &goopenai.ChatCompletionResponseFormatJSONSchema{
-			Name:   name,
-			Schema: schemas.get(name+"\x00"+key, build),
-			Strict: true,
-		},
-	}
-}
-
-// schemaCache holds marshaled schemas. Keys come from Journey and Pathway specs, so
-// there are few; the cache is emptied if it ever grows past maxSchemas.
+// schemaCache holds marshaled schemas, one per distinct key (the enum or signature it
+// was built from). Keys come from Journey and Pathway specs, so there are few; the
+// cache is emptied if it ever grows past maxSchemas.
 type schemaCache struct {
 	mu sync.Mutex
 	m  map[string]json.RawMessage
@@ -65,7 +97,7 @@ func (c *schemaCache) get(key string, build func() object) json.RawMessage {
 	}
 	raw, err := json.Marshal(build())
 	if err != nil {
-		// Schemas are built from strings, booleans and maps of them only.
+		// Schemas are built from strings, booleans and lists and objects of them only.
 		panic(fmt.Sprintf("marshal schema: %v", err))
 	}
 	c.mu.Lock()
@@ -94,24 +126,24 @@ func fieldsKey(fields []flowv1.SignatureField) string {
 	return b.String()
 }
 
-var confidenceSchema = object{"type": "number", "description": "How sure you are, from 0 to 1."}
+var confidenceSchema = object{{"type", "number"}, {"description", "How sure you are, from 0 to 1."}}
 
-// decisionSchema: {destination: enum, confidence, reasoning}.
+// decisionSchema: {destination: enum, confidence, reasoning}, in that order.
 func decisionSchema(destinations []string) object {
 	return strictObject(object{
-		"destination": object{"type": "string", "enum": destinations, "description": "The next step: one of the allowed destinations."},
-		"confidence":  confidenceSchema,
-		"reasoning":   object{"type": "string", "description": "Why, in one or two sentences."},
-	}, []string{"destination", "confidence", "reasoning"})
+		{"destination", object{{"type", "string"}, {"enum", destinations}, {"description", "The next step: one of the allowed destinations."}}},
+		{"confidence", confidenceSchema},
+		{"reasoning", object{{"type", "string"}, {"description", "Why, in one or two sentences."}}},
+	})
 }
 
-// intentSchema: {intent: enum of names + "none", confidence, reasoning}.
+// intentSchema: {intent: enum of names + "none", confidence, reasoning}, in that order.
 func intentSchema(names []string) object {
 	return strictObject(object{
-		"intent":     object{"type": "string", "enum": names, "description": `The intent the message expresses, or "none".`},
-		"confidence": confidenceSchema,
-		"reasoning":  object{"type": "string", "description": "Why, in one or two sentences."},
-	}, []string{"intent", "confidence", "reasoning"})
+		{"intent", object{{"type", "string"}, {"enum", names}, {"description", `The intent the message expresses, or "none".`}}},
+		{"confidence", confidenceSchema},
+		{"reasoning", object{{"type", "string"}, {"description", "Why, in one or two sentences."}}},
+	})
 }
 
 var resultTypes = []string{
@@ -119,40 +151,41 @@ var resultTypes = []string{
 	string(flowv1.ResultPartialSuccess), string(flowv1.ResultUnclear),
 }
 
-// pathwaySchema: {reply, outputs: {the signature's outputs}, outcome: enum, complete}.
+// pathwaySchema: {reply, outputs: {the signature's outputs}, outcome: enum, complete},
+// in that order. A signature without outputs has no outputs property: an object
+// without properties is refused by strict validators (Gemini's).
 func pathwaySchema(outputs []flowv1.SignatureField) object {
-	props := object{}
-	order := make([]string, 0, len(outputs))
-	for _, f := range outputs {
-		props[f.Name] = fieldSchema(f)
-		order = append(order, f.Name)
+	props := object{{"reply", object{{"type", "string"}, {"description", "What to tell the user."}}}}
+	if len(outputs) > 0 {
+		fields := make(object, 0, len(outputs))
+		for _, f := range outputs {
+			fields = append(fields, member{f.Name, fieldSchema(f)})
+		}
+		props = append(props, member{"outputs", strictObject(fields)})
 	}
-	return strictObject(object{
-		"reply":    object{"type": "string", "description": "What to tell the user."},
-		"outputs":  strictObject(props, order),
-		"outcome":  object{"type": "string", "enum": resultTypes, "description": "How the turn went."},
-		"complete": object{"type": "boolean", "description": "false while more input from the user is needed."},
-	}, []string{"reply", "outputs", "outcome", "complete"})
+	props = append(props,
+		member{"outcome", object{{"type", "string"}, {"enum", resultTypes}, {"description", "How the turn went."}}},
+		member{"complete", object{{"type", "boolean"}, {"description", "false while more input from the user is needed."}}},
+	)
+	return strictObject(props)
 }
 
 func fieldSchema(f flowv1.SignatureField) object {
-	s := object{}
-	switch fieldType(f) {
+	switch t := fieldType(f); t {
 	case "number", "integer", "boolean":
-		s["type"] = string(fieldType(f))
-		if f.Description != "" {
-			s["description"] = f.Description
-		}
+		return withDescription(object{{"type", string(t)}}, f.Description)
 	case "array", "object":
-		s["type"] = "string"
-		s["description"] = fmt.Sprintf("A JSON %s, encoded as a string. %s", fieldType(f), f.Description)
+		return object{{"type", "string"}, {"description", strings.TrimSpace(fmt.Sprintf("A JSON %s, encoded as a string. %s", t, f.Description))}}
 	default:
-		s["type"] = "string"
-		if f.Description != "" {
-			s["description"] = f.Description
-		}
+		return withDescription(object{{"type", "string"}}, f.Description)
 	}
-	return s
+}
+
+func withDescription(o object, description string) object {
+	if description != "" {
+		o = append(o, member{"description", description})
+	}
+	return o
 }
 
 func fieldType(f flowv1.SignatureField) flowv1.FieldType {

@@ -1,0 +1,122 @@
+package openai
+
+import (
+	"strings"
+
+	goopenai "github.com/sashabaranov/go-openai"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/agent"
+)
+
+// call is one question to the model: the instructions, the conversation, and the
+// schema the answer must match.
+type call struct {
+	system   string
+	messages []goopenai.ChatCompletionMessage
+	// schemaName names the json_schema (decision, intent, pathway_turn); schemaKey
+	// identifies what the schema is built from, for the schema cache.
+	schemaName, schemaKey string
+	build                 func() object
+}
+
+func (c call) schema() []byte { return schemas.get(c.schemaName+"\x00"+c.schemaKey, c.build) }
+
+// request is the chat completion request for c on rung r.
+func (a *Agent) request(c call, r rung) goopenai.ChatCompletionRequest {
+	schema := c.schema()
+	system := c.system
+	if r != rungSchema {
+		system += schemaInstructions(schema)
+	}
+	msgs := make([]goopenai.ChatCompletionMessage, 0, len(c.messages)+1)
+	msgs = append(msgs, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleSystem, Content: system})
+	req := goopenai.ChatCompletionRequest{
+		Model:          a.model,
+		Messages:       mergeRoles(append(msgs, c.messages...)),
+		Temperature:    a.temperature,
+		ResponseFormat: responseFormat(r, c.schemaName, schema),
+	}
+	if a.completionTokensField {
+		req.MaxCompletionTokens = a.maxTokens
+	} else {
+		req.MaxTokens = a.maxTokens
+	}
+	return req
+}
+
+// mergeRoles joins consecutive messages of the same role into one, separated by a
+// blank line: chat templates that require alternating roles (the Mistral family)
+// refuse two user messages in a row with a 400.
+func mergeRoles(msgs []goopenai.ChatCompletionMessage) []goopenai.ChatCompletionMessage {
+	out := msgs[:0:0]
+	for _, m := range msgs {
+		if n := len(out); n > 0 && out[n-1].Role == m.Role {
+			out[n-1].Content += "\n\n" + m.Content
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// MaxTokens is the cap on the tokens of one answer for spec: spec.maxTokens, or
+// DefaultMaxTokens.
+func MaxTokens(spec flowv1.AgentSpec) int {
+	if spec.MaxTokens != nil && *spec.MaxTokens > 0 {
+		return int(*spec.MaxTokens)
+	}
+	return DefaultMaxTokens
+}
+
+// UsesMaxCompletionTokens reports whether the token cap is sent as
+// max_completion_tokens rather than max_tokens. The rule: OpenAI (no baseURL, or host
+// api.openai.com) and Azure OpenAI (hosts under openai.azure.com,
+// cognitiveservices.azure.com and services.ai.azure.com) take max_completion_tokens,
+// which their reasoning models require and max_tokens is deprecated for; so do
+// OpenAI's reasoning models (o1, o3, o4, gpt-5 and later) behind any endpoint, since
+// they refuse max_tokens. Every other OpenAI-compatible server (vLLM, Ollama,
+// llama.cpp, LM Studio, LocalAI, TGI, Groq, OpenRouter, LiteLLM) takes max_tokens,
+// which some of them do not know under the newer name.
+func UsesMaxCompletionTokens(baseURL, model string) bool {
+	h := host(baseURL)
+	if h == "api.openai.com" || strings.HasSuffix(h, ".openai.azure.com") ||
+		strings.HasSuffix(h, ".cognitiveservices.azure.com") || strings.HasSuffix(h, ".services.ai.azure.com") {
+		return true
+	}
+	m := strings.ToLower(model)
+	for _, p := range []string{"o1", "o3", "o4", "gpt-5", "gpt-6"} {
+		if strings.HasPrefix(m, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// WorstCaseCost is the most one call of an agent with spec can cost, in US dollars,
+// for a prompt of promptChars characters (instructions, conversation and schema): the
+// prompt estimated at agent.EstimateTokens plus a full answer of MaxTokens, at the
+// agent's pricing. A retried call that fails costs nothing at the usual providers, so
+// this is the figure a budget check compares with what is left before calling.
+func WorstCaseCost(spec flowv1.AgentSpec, promptChars int) float64 {
+	return agent.WorstCaseCost(spec.Pricing, agent.EstimateTokens(promptChars), int64(MaxTokens(spec)))
+}
+
+// usage converts the response's usage block, with cost. An answer without one (some
+// servers and proxies omit it) is estimated from the lengths of the prompt and the
+// answer and flagged, rather than counted as free.
+func (a *Agent) usage(resp goopenai.ChatCompletionResponse, c call) agent.Usage {
+	u := agent.Usage{PromptTokens: int64(resp.Usage.PromptTokens), CompletionTokens: int64(resp.Usage.CompletionTokens)}
+	if u.PromptTokens == 0 && u.CompletionTokens == 0 && resp.Usage.TotalTokens == 0 && len(resp.Choices) > 0 {
+		chars := len(c.system) + len(c.schema())
+		for _, m := range c.messages {
+			chars += len(m.Content)
+		}
+		u.PromptTokens = agent.EstimateTokens(chars)
+		u.CompletionTokens = agent.EstimateTokens(len(resp.Choices[0].Message.Content) + len(resp.Choices[0].Message.ReasoningContent))
+		u.Estimated = true
+		usageEstimated.WithLabelValues(host(a.baseURL), a.model).Inc()
+	}
+	u.CostUSD = agent.Cost(a.pricing, u)
+	return u
+}
