@@ -193,7 +193,7 @@ func runDashboard(ctx context.Context, kubeconfig string) (string, error) {
 	go func() {
 		err := cmd.ExecuteContext(ctx)
 		done <- err
-		_ = pw.CloseWithError(fmt.Errorf("dashboard ended: %v: %s", err, errOut.String()))
+		_ = pw.CloseWithError(fmt.Errorf("dashboard ended: %w: %s", err, errOut.String()))
 	}()
 	line, err := bufio.NewReader(pr).ReadString('\n')
 	if err != nil {
@@ -215,7 +215,7 @@ func chromium() (string, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("the browser tests need Chromium, which could not be installed: %v\n%s", err, stderr.String())
+		return "", fmt.Errorf("the browser tests need Chromium, which could not be installed: %w\n%s", err, stderr.String())
 	}
 	return strings.TrimSpace(string(out)), nil
 }

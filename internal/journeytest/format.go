@@ -512,7 +512,7 @@ func (a *Answer) check(w string) error {
 		return fmt.Errorf("%s.error.class: %q is not Invalid or Terminal", w, a.Error.Class)
 	}
 	if _, err := a.response(); err != nil {
-		return fmt.Errorf("%s.answer: %v", w, err)
+		return fmt.Errorf("%s.answer: %w", w, err)
 	}
 	return nil
 }
@@ -531,7 +531,7 @@ func (e *Expect) checkFormat(where string) error {
 	}
 	for p := range e.Fields {
 		if _, err := parsePath(p); err != nil {
-			return fmt.Errorf("%s.fields: %q: %v", where, p, err)
+			return fmt.Errorf("%s.fields: %q: %w", where, p, err)
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -150,7 +151,7 @@ func TestRestartsAndFaults(t *testing.T) {
 	for i := range sessions {
 		diff, err := replay(ctx, k8sClient, &sessions[i])
 		switch {
-		case err == errNoReplay:
+		case errors.Is(err, errNoReplay):
 			skipped++
 		case err != nil:
 			t.Fatalf("replaying %s: %v", sessions[i].Name, err)

@@ -35,7 +35,7 @@ func managerBinary(t *testing.T) string {
 		cmd := exec.Command("go", "build", "-o", managerPath, "./cmd/manager")
 		cmd.Dir = testenv.RepoRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/manager: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build ./cmd/manager: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {

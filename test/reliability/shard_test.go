@@ -66,7 +66,6 @@ func TestShardedManagersRunOnlyTheirSessions(t *testing.T) {
 	ns := newNamespace(t)
 	create(t, entryJourney(ns, "steps")...)
 	const perShard = 5
-	var names []string
 	rvs := map[string]string{}
 	for _, shard := range []string{"a", "b", ""} {
 		for i := range perShard {
@@ -82,7 +81,6 @@ func TestShardedManagersRunOnlyTheirSessions(t *testing.T) {
 				s.Labels = map[string]string{shardLabel: shard}
 			}
 			create(t, s)
-			names = append(names, name)
 			rvs[name] = s.ResourceVersion
 		}
 	}
