@@ -20,18 +20,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/yaml"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -54,49 +48,34 @@ type cluster struct {
 
 func startCluster(ctx context.Context) (*cluster, func(), error) {
 	log.SetLogger(logDiscard())
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(flowv1.AddToScheme(scheme))
-	env, err := testenv.StartWithWebhooks()
+	env, err := testenv.Start(testenv.WithWebhooks())
 	if err != nil {
 		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	stop := func() { cancel(); _ = env.Stop() }
 	c := &cluster{}
-	if err := c.start(ctx, env, scheme); err != nil {
+	if err := c.start(ctx, env); err != nil {
 		stop()
 		return nil, nil, err
 	}
 	return c, stop, nil
 }
 
-func (c *cluster) start(ctx context.Context, env *testenv.Environment, scheme *runtime.Scheme) error {
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		WebhookServer:          crwebhook.NewServer(env.WebhookServerOptions()),
-	})
+func (c *cluster) start(ctx context.Context, env *testenv.Environment) error {
+	mgr, err := env.RunManager(testenv.ManagerOptions{Webhooks: true, Setup: func(mgr ctrl.Manager) error {
+		if err := controller.Setup(mgr, controller.Options{}); err != nil {
+			return err
+		}
+		return webhook.SetupWebhooks(mgr, webhook.Options{Clock: clocktesting.NewFakePassiveClock(webhookNow)})
+	}})
 	if err != nil {
 		return err
 	}
-	if err := controller.Setup(mgr, controller.Options{}); err != nil {
+	if err := mgr.WaitForWebhooks(20 * time.Second); err != nil {
 		return err
 	}
-	if err := webhook.SetupWebhooks(mgr, webhook.Options{Clock: clocktesting.NewFakePassiveClock(webhookNow)}); err != nil {
-		return err
-	}
-	go func() { _ = mgr.Start(ctx) }()
-	started := mgr.GetWebhookServer().StartedChecker()
-	for deadline := time.Now().Add(20 * time.Second); started(nil) != nil; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("webhook server did not start: %w", started(nil))
-		}
-	}
-	if c.admin, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
-		return err
-	}
+	c.admin = env.Client
 	for _, ns := range []string{"team-a", "team-b"} {
 		if err := c.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err
@@ -115,16 +94,12 @@ func (c *cluster) start(ctx context.Context, env *testenv.Environment, scheme *r
 
 // applySample creates the planning journey of config/samples in ns (not its Session).
 func (c *cluster) applySample(ctx context.Context, ns string) error {
-	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "samples", "planning.yaml"))
+	objs, err := testenv.ReadManifests(filepath.Join(testenv.SamplesDir(), "planning.yaml"))
 	if err != nil {
 		return err
 	}
-	for _, doc := range strings.Split(string(raw), "\n---") {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-			return err
-		}
-		if len(u.Object) == 0 || u.GetKind() == "Session" {
+	for _, u := range objs {
+		if u.GetKind() == "Session" {
 			continue
 		}
 		u.SetNamespace(ns)

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -18,20 +16,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/console"
 )
 
-// Scheme knows the journey types and the few built-in types the plugin uses.
-var Scheme = newScheme()
-
-func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{flowv1alpha1.AddToScheme, authenticationv1.AddToScheme} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
-}
+// Scheme knows the journey types and the built-in types the plugin and its console use.
+var Scheme = console.Scheme
 
 // Options is what every subcommand shares: the kubeconfig flags, the streams, and how
 // to reach the cluster.

@@ -85,6 +85,12 @@ func WithWebhooks(paths ...string) Option {
 	return func(e *envtest.Environment) { e.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: paths} }
 }
 
+// WithoutCRDs starts a control plane with no CRDs, for tests that install them the way
+// users do (the Helm chart, kustomize).
+func WithoutCRDs() Option {
+	return func(e *envtest.Environment) { e.CRDDirectoryPaths, e.ErrorIfCRDPathMissing = nil, false }
+}
+
 // Start starts kube-apiserver and etcd and installs the CRDs of config/crd/bases.
 // Stop it with env.Stop().
 func Start(opts ...Option) (*Environment, error) {

@@ -3,7 +3,6 @@ package deploy
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,41 +14,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
-
-// startControlPlane starts kube-apiserver and etcd with no CRDs: the installs bring them.
-func startControlPlane(t *testing.T) *envtest.Environment {
-	t.Helper()
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		t.Fatal(`KUBEBUILDER_ASSETS is not set: run KUBEBUILDER_ASSETS="$(bash hack/setup-envtest.sh)" go test ./test/deploy/ (make test does)`)
-	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting the control plane: %v", err)
-	}
-	cfg.QPS, cfg.Burst = 500, 1000
-	t.Cleanup(func() { _ = env.Stop() })
-	return env
-}
-
-func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(flowv1.AddToScheme(s))
-	return s
-}
 
 // apply creates the objects of an install except the Deployment (no image runs here)
 // and the cert-manager objects (no cert-manager here), CRDs first; CRDs another install
@@ -279,12 +251,10 @@ func checkWebhookService(ctx context.Context, t *testing.T, c client.Client, in 
 // do, that the webhooks call the installed Service, and that with the webhook server
 // down only approvals wait on it.
 func TestInstallsOnAControlPlane(t *testing.T) {
-	env := startControlPlane(t)
+	// No CRDs: the installs bring them.
+	env := testenv.New(t, testenv.WithoutCRDs())
 	ctx := t.Context()
-	c, err := client.New(env.Config, client.Options{Scheme: newScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.Client
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	for _, ns := range append([]string{"outside"}, watched...) {
 		ensureNamespace(ctx, t, c, ns)

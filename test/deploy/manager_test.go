@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 // syncBuffer is the manager's output, written by the process and read by the test.
@@ -40,7 +41,7 @@ func (s *syncBuffer) String() string {
 
 // saKubeconfig writes a kubeconfig that acts as the install's ServiceAccount (an admin
 // impersonating it), so the manager has exactly the chart's RBAC.
-func saKubeconfig(t *testing.T, env *envtest.Environment, in install) string {
+func saKubeconfig(t *testing.T, env *testenv.Environment, in install) string {
 	t.Helper()
 	admin, err := env.AddUser(envtest.User{Name: "deploy-test-admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
@@ -79,7 +80,7 @@ func managerArgs(t *testing.T, in install) []string {
 // and RBAC, and checks that it runs a Session in a watched namespace and leaves one
 // outside alone. Were its cache cluster-wide, it could not list anything (its Roles
 // are namespaced) and would step nothing.
-func runScopedManager(ctx context.Context, t *testing.T, env *envtest.Environment, c client.Client, in install) {
+func runScopedManager(ctx context.Context, t *testing.T, env *testenv.Environment, c client.Client, in install) {
 	bin := filepath.Join(t.TempDir(), "manager")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/manager")
 	build.Dir = repoRoot()
