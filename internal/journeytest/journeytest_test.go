@@ -350,7 +350,7 @@ func TestParseErrors(t *testing.T) {
 		{"no steps", "manifests: [a.yaml]", "at least one step"},
 		{"approval without approve", "manifests: [a.yaml]\nsteps: [{approval: {}}]", "approval.approve: say true or false"},
 		{"bad answer", "manifests: [a.yaml]\nsteps: [{message: hi, answers: [{kind: Decide, answer: {destination: x, confidence: high}}]}]", "steps[0].answers[0].answer: a Decide answer"},
-		{"bad kind", "manifests: [a.yaml]\nsteps: [{message: hi, answers: [{kind: Ask, answer: {}}]}]", `"Ask" is not ClassifyIntent, RunPathway or Decide`},
+		{"bad kind", "manifests: [a.yaml]\nsteps: [{message: hi, answers: [{kind: Ask, answer: {}}]}]", `"Ask" is not ClassifyIntent, RunPathway, Decide or CallTool`},
 		{"bad path", "manifests: [a.yaml]\nsteps: [{message: hi, expect: {fields: {'context..x': 1}}}]", "empty name"},
 		{"bad result", "manifests: [a.yaml]\nsteps: [{outcome: {resultType: ok}}]", `"ok" is not success`},
 	} {

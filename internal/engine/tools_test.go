@@ -1,0 +1,200 @@
+package engine
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/agent/builtin"
+)
+
+// clinicTools is a one-pathway booking journey with builtin tools: find_doctors, then
+// book_slot with find_doctors' result.
+func clinicTools(calls []flowv1.BuiltinToolCall, mods ...func(*flowv1.JourneySpec, *flowv1.PathwaySpec)) def {
+	p := &flowv1.PathwaySpec{
+		Tools: []flowv1.ToolName{"find_doctors", "book_slot", "copay"},
+		Builtin: &flowv1.BuiltinPathway{
+			ToolCalls: calls,
+			Outputs:   []flowv1.BuiltinOutput{{Name: "booking", Expression: "has(tools.book_slot) ? tools.book_slot : {}"}},
+			Reply:     `{{ with .tools.book_slot }}Booked {{ .doctor }} at {{ .slot }}{{ else }}no booking{{ end }}`,
+			Complete:  "false",
+		},
+		Accumulate: []string{"booking"},
+	}
+	j := &flowv1.JourneySpec{
+		EntryPathway: "book",
+		Pathways:     []flowv1.PathwayEntry{{Name: "book", PathwayRef: "book"}},
+		Tools: []flowv1.Tool{
+			{Name: "find_doctors", Builtin: &flowv1.BuiltinTool{Expression: "{'doctors': ['dr-' + args.specialty]}"}},
+			{Name: "book_slot", Builtin: &flowv1.BuiltinTool{Expression: "{'doctor': args.doctor, 'slot': '09:00'}"}, Requires: []string{"patient"}},
+			{Name: "copay", Builtin: &flowv1.BuiltinTool{Expression: "{'copay_usd': 40}"}, Cache: flowv1.ToolCacheSession},
+		},
+	}
+	for _, m := range mods {
+		m(j, p)
+	}
+	return def{j: j, p: map[string]*flowv1.PathwaySpec{"book": p}}
+}
+
+var twoCalls = []flowv1.BuiltinToolCall{
+	{Tool: "find_doctors", Args: "{'specialty': 'cardiology'}"},
+	{Tool: "book_slot", Args: "{'doctor': tools.find_doctors.doctors[0]}"},
+}
+
+// toolSession is a session whose effects are tool calls answered by the builtin tools.
+func toolSession(t *testing.T, d def, ctx string) *session {
+	s := newSession(t, d)
+	if ctx != "" {
+		s.spec.InitialContext = raw(ctx)
+	}
+	s.answer = func(e *Effect) (any, error) {
+		if e.Kind != flowv1.EffectCallTool {
+			t.Fatalf("unexpected effect %s", e.Kind)
+		}
+		return builtin.CallTool(*e.Tool)
+	}
+	return s
+}
+
+func TestBuiltinTwoToolTurn(t *testing.T) {
+	s := toolSession(t, clinicTools(twoCalls), `{"patient": {"name": "Ada"}}`)
+	s.say("m1", "book me")
+	s.settle()
+	if len(s.effects) != 2 || s.effects[0].Tool.Tool != "find_doctors" || s.effects[1].Tool.Tool != "book_slot" {
+		t.Fatalf("effects %s", dump(s.effects))
+	}
+	if got := s.effects[1].Tool.Args["doctor"]; got != "dr-cardiology" {
+		t.Errorf("book_slot args %v: the second call does not see the first one's result", s.effects[1].Tool.Args)
+	}
+	for i, e := range s.effects {
+		if !strings.HasPrefix(e.Tool.IdempotencyKey, "uid-1-") || !strings.HasSuffix(e.Tool.IdempotencyKey, "-"+string(rune('0'+i))) {
+			t.Errorf("call %d idempotency key %q", i, e.Tool.IdempotencyKey)
+		}
+	}
+	lt := s.st.LastTurn
+	if lt.AssistantText != "Booked dr-cardiology at 09:00" {
+		t.Errorf("reply %q", lt.AssistantText)
+	}
+	if len(lt.ToolCalls) != 2 || lt.ToolCalls[0].State != flowv1.ToolCallDone || lt.ToolCalls[1].State != flowv1.ToolCallDone || lt.ToolCalls[0].ArgsDigest == "" {
+		t.Errorf("lastTurn.toolCalls %s", dump(lt.ToolCalls))
+	}
+	if b, _ := json.Marshal(s.context()["booking"]); string(b) != `{"doctor":"dr-cardiology","slot":"09:00"}` {
+		t.Errorf("context booking %s", b)
+	}
+	if s.st.Turn != nil {
+		t.Errorf("turn still in progress")
+	}
+}
+
+func TestToolCallRetriedWithSameKeyAfterCrash(t *testing.T) {
+	s := toolSession(t, clinicTools(twoCalls[:1]), "")
+	s.say("m1", "find")
+	var eff *Effect
+	for i := 0; i < 5 && eff == nil; i++ {
+		eff = s.step()
+	}
+	if eff == nil || eff.Kind != flowv1.EffectCallTool {
+		t.Fatalf("no tool call effect")
+	}
+	if len(s.st.Turn.ToolCalls) != 1 || s.st.Turn.ToolCalls[0].State != flowv1.ToolCallPending {
+		t.Fatalf("the call was not journaled before it was made: %s", dump(s.st.Turn))
+	}
+	// The caller crashed: nothing journaled. The next step asks for the same call.
+	again := s.step()
+	if again == nil || again.Tool.IdempotencyKey != eff.Tool.IdempotencyKey || again.InputHash != eff.InputHash {
+		t.Fatalf("retry %s, first %s", dump(again), dump(eff))
+	}
+	s.perform(again)
+	s.settle()
+	if len(s.effects) != 1 || s.st.LastTurn.ToolCalls[0].State != flowv1.ToolCallDone {
+		t.Fatalf("effects %d, calls %s", len(s.effects), dump(s.st.LastTurn.ToolCalls))
+	}
+}
+
+func TestToolRefusals(t *testing.T) {
+	t.Run("missing prerequisite", func(t *testing.T) {
+		s := toolSession(t, clinicTools([]flowv1.BuiltinToolCall{{Tool: "book_slot", Args: "{'doctor': 'x'}"}}), "")
+		s.say("m1", "book")
+		s.settle()
+		if len(s.effects) != 0 {
+			t.Fatalf("the tool was called %d times without its prerequisite", len(s.effects))
+		}
+		lt := s.st.LastTurn
+		if len(lt.Failures) != 1 || lt.Failures[0].Source != flowv1.FailureTool || !strings.Contains(lt.Failures[0].Message, `"patient"`) {
+			t.Fatalf("failures %s", dump(lt.Failures))
+		}
+		if len(lt.ToolCalls) != 1 || lt.ToolCalls[0].State != flowv1.ToolCallFailed {
+			t.Errorf("toolCalls %s", dump(lt.ToolCalls))
+		}
+	})
+	t.Run("tool not in the pathway's list", func(t *testing.T) {
+		d := clinicTools(twoCalls[:1])
+		d.p["book"].Tools = []flowv1.ToolName{"find_doctors"}
+		d.j.Tools = append(d.j.Tools, flowv1.Tool{Name: "refund", Builtin: &flowv1.BuiltinTool{Expression: "{}"}})
+		d.p["book"].Builtin.ToolCalls = []flowv1.BuiltinToolCall{{Tool: "refund"}}
+		if _, err := NewSnapshot("rev", d.j, d.p); err == nil || !strings.Contains(err.Error(), `tool "refund" is not in the pathway's tools`) {
+			t.Fatalf("NewSnapshot: %v", err)
+		}
+	})
+}
+
+func TestToolValidation(t *testing.T) {
+	d := clinicTools(twoCalls, func(j *flowv1.JourneySpec, p *flowv1.PathwaySpec) {
+		j.Tools = append(j.Tools, flowv1.Tool{Name: "remote", Server: "nowhere"},
+			flowv1.Tool{Name: "both", Server: "nowhere", Builtin: &flowv1.BuiltinTool{Expression: "{}"}},
+			flowv1.Tool{Name: "bad", Builtin: &flowv1.BuiltinTool{Expression: "{"}})
+		p.Tools = append(p.Tools, "ghost")
+	})
+	issues := strings.Join(Validate(d.j, d.p), "\n")
+	for _, want := range []string{
+		`tool remote: server "nowhere" is not declared in spec.toolServers`,
+		`tool both: sets both server and builtin`,
+		`tool bad: builtin.expression`,
+		`pathway book: tool "ghost" is not declared in spec.tools`,
+	} {
+		if !strings.Contains(issues, want) {
+			t.Errorf("issues do not say %q:\n%s", want, issues)
+		}
+	}
+}
+
+func TestToolLimits(t *testing.T) {
+	t.Run("cache answers identical calls once", func(t *testing.T) {
+		s := toolSession(t, clinicTools([]flowv1.BuiltinToolCall{{Tool: "copay"}, {Tool: "copay"}}), "")
+		s.say("m1", "copay?")
+		s.settle()
+		calls := s.st.LastTurn.ToolCalls
+		if len(s.effects) != 1 || len(calls) != 2 || calls[0].Cached || !calls[1].Cached || calls[1].State != flowv1.ToolCallDone {
+			t.Fatalf("effects %d, calls %s", len(s.effects), dump(calls))
+		}
+		s.say("m2", "again")
+		s.settle()
+		if len(s.effects) != 1 {
+			t.Fatalf("the cache does not last the Session: %d calls", len(s.effects))
+		}
+	})
+	t.Run("repeated call stops the turn", func(t *testing.T) {
+		same := flowv1.BuiltinToolCall{Tool: "find_doctors", Args: "{'specialty': 'x'}"}
+		s := toolSession(t, clinicTools([]flowv1.BuiltinToolCall{same, same, same}), "")
+		s.say("m1", "loop")
+		s.settle()
+		lt := s.st.LastTurn
+		if len(s.effects) != MaxRepeatedToolCalls || lt.FinishReason != flowv1.FinishLoopDetected || lt.Failures[0].Source != flowv1.FailurePolicy {
+			t.Fatalf("effects %d, last turn %s", len(s.effects), dump(lt))
+		}
+		if lt.Outputs != nil || s.context()["booking"] != nil {
+			t.Errorf("a stopped turn produced outputs")
+		}
+	})
+	t.Run("maxToolCalls", func(t *testing.T) {
+		one := int32(1)
+		s := toolSession(t, clinicTools(twoCalls, func(_ *flowv1.JourneySpec, p *flowv1.PathwaySpec) { p.MaxToolCalls = &one }), `{"patient": {}}`)
+		s.say("m1", "book")
+		s.settle()
+		lt := s.st.LastTurn
+		if len(s.effects) != 1 || lt.FinishReason != flowv1.FinishToolCallLimit || !strings.Contains(lt.Failures[0].Message, "maxToolCalls 1") {
+			t.Fatalf("effects %d, last turn %s", len(s.effects), dump(lt))
+		}
+	})
+}
