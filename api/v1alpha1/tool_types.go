@@ -250,3 +250,16 @@ type ToolCacheEntry struct {
 	// +kubebuilder:validation:XPreserveUnknownFields
 	Result *apiextensionsv1.JSON `json:"result,omitempty"`
 }
+
+// The Journey condition about its tools, and its reasons.
+const (
+	// ConditionToolsAvailable says whether every server tool the journey declares was
+	// found on its server.
+	ConditionToolsAvailable = "ToolsAvailable"
+	// ReasonToolsDiscovered: every declared server tool was listed by its server.
+	ReasonToolsDiscovered = "ToolsDiscovered"
+	// ReasonToolServerUnreachable: a tool server could not be listed; tried again later.
+	ReasonToolServerUnreachable = "ToolServerUnreachable"
+	// ReasonToolMissing: a declared tool is not among its server's tools.
+	ReasonToolMissing = "ToolMissing"
+)
