@@ -54,7 +54,7 @@ type SessionReconciler struct {
 	Agents AgentFactory
 	// Tools makes tool calls; nil means a tools.Caller reading Secrets with APIReader.
 	Tools session.ToolCaller
-	Clock  clock.PassiveClock
+	Clock clock.PassiveClock
 	// Advance is how Running Sessions get their next step (default watch).
 	Advance AdvanceMode
 	// MaxConcurrentReconciles bounds parallel steps (default DefaultMaxConcurrentReconciles).
