@@ -221,6 +221,9 @@ type ToolCallRecord struct {
 // call is made from, and its result once journaled.
 type ToolCallProgress struct {
 	ToolCallRecord `json:",inline"`
+	// awaitingApproval says the call waits for an approval naming its id in spec.approvals.
+	// +optional
+	AwaitingApproval bool `json:"awaitingApproval,omitempty"`
 	// idempotencyKey is sent with the call; a retried call sends the same key.
 	// +required
 	IdempotencyKey string `json:"idempotencyKey"`

@@ -80,7 +80,7 @@ func turnEqual(a, b *flowv1.TurnProgress) bool {
 	return a.Trigger == b.Trigger && a.Stage == b.Stage && a.MessageID == b.MessageID && a.Pathway == b.Pathway &&
 		a.ResultType == b.ResultType && jsonEqual(a.Outputs, b.Outputs) &&
 		slices.EqualFunc(a.ToolCalls, b.ToolCalls, func(x, y flowv1.ToolCallProgress) bool {
-			return x.ToolCallRecord == y.ToolCallRecord && x.IdempotencyKey == y.IdempotencyKey &&
+			return x.ToolCallRecord == y.ToolCallRecord && x.IdempotencyKey == y.IdempotencyKey && x.AwaitingApproval == y.AwaitingApproval &&
 				jsonEqual(x.Args, y.Args) && jsonEqual(x.Result, y.Result)
 		})
 }

@@ -43,6 +43,8 @@ type Snapshot struct {
 	intents     []*flowv1.GlobalTransition // the intent ones, same order
 	conditions  []*flowv1.GlobalTransition // the condition ones, same order
 	lim         limits
+	// serverTools are the server tools as the revision pins them, by tool name.
+	serverTools map[string]ToolInfo
 }
 
 type limits struct {

@@ -181,6 +181,11 @@ func (r *run) builtinTools(p *flowv1.PathwaySpec, req agent.PathwayRequest) (res
 			}
 		}
 		c := &r.st.Turn.ToolCalls[i]
+		if c.State == flowv1.ToolCallPending && c.AwaitingApproval {
+			if res, goOn := r.toolApproval(c); !goOn {
+				return nil, res, false
+			}
+		}
 		if c.State == flowv1.ToolCallPending && !r.applyToolAnswer(c) {
 			if r.wroteAhead(c) {
 				return nil, stageResult{pause: true}, false
@@ -252,6 +257,15 @@ func (r *run) planToolCall(p *flowv1.PathwaySpec, name string, args map[string]a
 	if c.State == flowv1.ToolCallPending && tool.Cache == flowv1.ToolCacheSession {
 		if hit := r.cached(name, c.ArgsDigest); hit != nil {
 			c.State, c.Cached, c.Result = flowv1.ToolCallDone, true, hit.DeepCopy()
+		}
+	}
+	if c.State == flowv1.ToolCallPending {
+		hold, err := r.needsApproval(tool, args, ctx)
+		switch {
+		case err != nil:
+			c.State, c.Error = flowv1.ToolCallFailed, truncate(fmt.Sprintf("tool %s: when: %v", name, err), 1024)
+		case hold:
+			r.holdForApproval(&c)
 		}
 	}
 	st.Turn.ToolCalls = append(st.Turn.ToolCalls, c)

@@ -198,3 +198,113 @@ func TestToolLimits(t *testing.T) {
 		}
 	})
 }
+
+func TestToolApproval(t *testing.T) {
+	guarded := func(j *flowv1.JourneySpec, _ *flowv1.PathwaySpec) {
+		j.Tools[1].Approval = flowv1.ToolApprovalAlways
+		j.Tools[1].When = "args.doctor != 'dr-trusted'"
+	}
+	waiting := func(t *testing.T) (*session, string) {
+		s := toolSession(t, clinicTools(twoCalls, guarded), `{"patient": {}}`)
+		s.say("m1", "book")
+		s.settle()
+		if s.st.Phase != flowv1.PhaseAwaitingApproval || len(s.effects) != 1 {
+			t.Fatalf("phase %s, effects %d", s.st.Phase, len(s.effects))
+		}
+		d := s.st.PendingDecision()
+		if d == nil || !strings.Contains(d.Reasoning, `call book_slot {"doctor":"dr-cardiology"}`) {
+			t.Fatalf("pending decision %s", dump(d))
+		}
+		c := s.condition(flowv1.ConditionAwaitingApproval)
+		if c == nil || !strings.Contains(c.Message, "Tool call "+d.ID) {
+			t.Errorf("condition %s", dump(c))
+		}
+		// A message waits while the call does.
+		s.say("m2", "hello?")
+		s.settle()
+		if len(s.effects) != 1 || s.st.ProcessedMessages != 1 {
+			t.Fatalf("effects %d, processed %d while waiting", len(s.effects), s.st.ProcessedMessages)
+		}
+		return s, d.ID
+	}
+	books := func(s *session) (n int) {
+		for _, e := range s.effects {
+			if e.Tool.Tool == "book_slot" {
+				n++
+			}
+		}
+		return n
+	}
+	t.Run("approved: called once", func(t *testing.T) {
+		s, id := waiting(t)
+		s.approve(id, true, "")
+		s.settle()
+		if books(s) != 1 || s.effects[1].Tool.Tool != "book_slot" || s.effects[1].Tool.ID != id {
+			t.Fatalf("effects %s", dump(s.effects))
+		}
+		if b, _ := json.Marshal(s.context()["booking"]); !strings.Contains(string(b), "dr-cardiology") {
+			t.Errorf("booking %s", b)
+		}
+		// m2 runs next: its own booking waits for its own approval.
+		if s.st.ProcessedMessages != 2 || s.st.Phase != flowv1.PhaseAwaitingApproval || s.st.PendingDecision().ID == id {
+			t.Errorf("after the approval: processed %d, phase %s, pending %s", s.st.ProcessedMessages, s.st.Phase, dump(s.st.PendingDecision()))
+		}
+	})
+	t.Run("rejected: never called", func(t *testing.T) {
+		s, id := waiting(t)
+		s.approve(id, false, "")
+		s.settle()
+		if books(s) != 0 {
+			t.Fatalf("the rejected call was made: %s", dump(s.effects))
+		}
+		if s.context()["booking"] != nil {
+			t.Errorf("a rejected booking reached the context")
+		}
+		// The rejection is the m1 turn's Tool failure; m2 then waits on its own call.
+		if s.st.ProcessedMessages != 2 || s.st.PendingDecision() == nil || s.st.PendingDecision().ID == id {
+			t.Errorf("processed %d, pending %s", s.st.ProcessedMessages, dump(s.st.PendingDecision()))
+		}
+	})
+	t.Run("rejection recorded", func(t *testing.T) {
+		s := toolSession(t, clinicTools(twoCalls, guarded), `{"patient": {}}`)
+		s.say("m1", "book")
+		s.settle()
+		id := s.st.PendingDecision().ID
+		s.approve(id, false, "")
+		s.spec.Approvals[0].Reason = "not this week"
+		s.settle()
+		lt := s.st.LastTurn
+		if books(s) != 0 || s.st.LastDecision.State != flowv1.DecisionRejected || lt.ToolCalls[1].State != flowv1.ToolCallRejected {
+			t.Fatalf("books %d, decision %s, calls %s", books(s), dump(s.st.LastDecision), dump(lt.ToolCalls))
+		}
+		if lt.ToolCalls[1].Error != "rejected by alice: not this week" || lt.Failures[0].Source != flowv1.FailureTool {
+			t.Errorf("call %s failures %s", dump(lt.ToolCalls[1]), dump(lt.Failures))
+		}
+	})
+	t.Run("when false: no approval", func(t *testing.T) {
+		d := clinicTools([]flowv1.BuiltinToolCall{{Tool: "book_slot", Args: "{'doctor': 'dr-trusted'}"}}, guarded)
+		s := toolSession(t, d, `{"patient": {}}`)
+		s.say("m1", "book")
+		s.settle()
+		if len(s.effects) != 1 || s.st.Phase == flowv1.PhaseAwaitingApproval {
+			t.Fatalf("effects %d phase %s", len(s.effects), s.st.Phase)
+		}
+	})
+	t.Run("IfDestructive follows the pinned hints", func(t *testing.T) {
+		d := clinicTools(nil)
+		d.j.ToolServers = []flowv1.ToolServer{{Name: "clinic", URL: "http://clinic"}}
+		d.j.Tools = append(d.j.Tools, flowv1.Tool{Name: "lookup", Server: "clinic"}, flowv1.Tool{Name: "cancel", Server: "clinic"})
+		snap, err := NewSnapshot("rev", d.j, d.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap = snap.WithServerTools(map[string]ToolInfo{"lookup": {ReadOnly: true}, "cancel": {Destructive: true}})
+		r := &run{snap: snap}
+		for name, want := range map[string]bool{"lookup": false, "cancel": true, "copay": false} {
+			tool, _ := snap.tool(name)
+			if got, err := r.needsApproval(tool, nil, nil); err != nil || got != want {
+				t.Errorf("%s: needs approval %v (%v), want %v", name, got, err, want)
+			}
+		}
+	})
+}

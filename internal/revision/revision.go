@@ -94,6 +94,13 @@ func Compile(name string, raw []byte) (*engine.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("revision %s: %w", name, err)
 	}
+	if len(data.Tools) > 0 {
+		pinned := make(map[string]engine.ToolInfo, len(data.Tools))
+		for n, t := range data.Tools {
+			pinned[n] = engine.ToolInfo{Destructive: t.Destructive, ReadOnly: t.ReadOnly, InputSchema: t.InputSchema}
+		}
+		snap = snap.WithServerTools(pinned)
+	}
 	return snap, nil
 }
 
