@@ -141,3 +141,76 @@ func TestJourneyDiscoversTools(t *testing.T) {
 		t.Errorf("discovered %+v", j.Status.Tools)
 	}
 }
+
+// TestDestructiveToolWaitsForApproval: book_slot, destructive on the server, waits in
+// AwaitingApproval with no call; an approval makes exactly one call, a rejection none.
+func TestDestructiveToolWaitsForApproval(t *testing.T) {
+	ns := newNamespace(t)
+	c := clinic.New()
+	srv := httptest.NewServer(c.Handler())
+	defer srv.Close()
+	startManager(t, ns, Options{})
+	j, p := clinicJourney(ns, srv.URL)
+	j.Spec.Tools[1].Approval = "" // the default, IfDestructive
+	create(t, p, j)
+	eventually(t, 30*time.Second, func() error {
+		j = get(t, ns, "clinic", &flowv1.Journey{})
+		if len(j.Status.Tools) != 2 {
+			return fmt.Errorf("tools %+v", j.Status.Tools)
+		}
+		return nil
+	})
+	create(t, sessionOf(ns, "yes", "clinic"), sessionOf(ns, "no", "clinic"))
+	waiting := func(name string) string {
+		var id string
+		eventually(t, 30*time.Second, func() error {
+			s := get(t, ns, name, &flowv1.Session{})
+			d := s.Status.PendingDecision()
+			if s.Status.Phase != flowv1.PhaseAwaitingApproval || d == nil {
+				return fmt.Errorf("phase %s", s.Status.Phase)
+			}
+			if !strings.Contains(d.Reasoning, "call book_slot") {
+				return fmt.Errorf("decision %+v", d)
+			}
+			id = d.ID
+			return nil
+		})
+		return id
+	}
+	yes, no := waiting("yes"), waiting("no")
+	if c.Calls("book_slot") != 0 {
+		t.Fatalf("book_slot called %d times before any approval", c.Calls("book_slot"))
+	}
+	answer := func(name, id string, ok bool) {
+		s := get(t, ns, name, &flowv1.Session{})
+		s.Spec.Approvals = append(s.Spec.Approvals, flowv1.Approval{DecisionID: id, Approve: ok, By: "alice", Reason: "checked"})
+		if err := k8sClient.Update(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer("no", no, false)
+	eventually(t, 30*time.Second, func() error {
+		s := get(t, ns, "no", &flowv1.Session{})
+		if s.Status.LastTurn == nil || len(s.Status.LastTurn.ToolCalls) != 2 || s.Status.LastTurn.ToolCalls[1].State != flowv1.ToolCallRejected {
+			return fmt.Errorf("phase %s last turn %+v", s.Status.Phase, s.Status.LastTurn)
+		}
+		return nil
+	})
+	if c.Calls("book_slot") != 0 {
+		t.Fatalf("a rejected call reached the server")
+	}
+	answer("yes", yes, true)
+	eventually(t, 30*time.Second, func() error {
+		s := get(t, ns, "yes", &flowv1.Session{})
+		if s.Status.Phase != flowv1.PhaseCompleted {
+			return fmt.Errorf("phase %s", s.Status.Phase)
+		}
+		if by := s.Status.LastTurn.ToolCalls[1].ApprovedBy; by != "alice" {
+			return fmt.Errorf("approvedBy %q", by)
+		}
+		return nil
+	})
+	if c.Calls("book_slot") != 1 || c.Bookings() != 1 {
+		t.Fatalf("book_slot calls %d, bookings %d", c.Calls("book_slot"), c.Bookings())
+	}
+}
