@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
 
@@ -45,6 +47,7 @@ type Snapshot struct {
 	lim         limits
 	// serverTools are the server tools as the revision pins them, by tool name.
 	serverTools map[string]ToolInfo
+	toolSchemas map[string]*jsonschema.Resolved
 }
 
 type limits struct {

@@ -17,10 +17,12 @@ type ToolInfo struct {
 }
 
 // WithServerTools returns a copy of s that knows its server tools as the revision
-// pins them (their hints decide IfDestructive approvals).
+// pins them: their hints decide IfDestructive approvals, their input schemas check
+// the arguments of every call before it is made.
 func (s *Snapshot) WithServerTools(tools map[string]ToolInfo) *Snapshot {
 	c := *s
 	c.serverTools = maps.Clone(tools)
+	c.toolSchemas = resolveToolSchemas(tools)
 	return &c
 }
 

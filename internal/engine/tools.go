@@ -254,6 +254,11 @@ func (r *run) planToolCall(p *flowv1.PathwaySpec, name string, args map[string]a
 			}
 		}
 	}
+	if c.State == flowv1.ToolCallPending {
+		if err := r.snap.validateArgs(name, args); err != nil {
+			c.State, c.Error = flowv1.ToolCallFailed, truncate(err.Error(), 1024)
+		}
+	}
 	if c.State == flowv1.ToolCallPending && tool.Cache == flowv1.ToolCacheSession {
 		if hit := r.cached(name, c.ArgsDigest); hit != nil {
 			c.State, c.Cached, c.Result = flowv1.ToolCallDone, true, hit.DeepCopy()

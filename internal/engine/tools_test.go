@@ -308,3 +308,42 @@ func TestToolApproval(t *testing.T) {
 		}
 	})
 }
+
+func TestToolArgsCheckedAgainstPinnedSchema(t *testing.T) {
+	schema := `{"type":"object","properties":{"specialty":{"type":"string"}},"required":["specialty"],"additionalProperties":false}`
+	for _, tc := range []struct {
+		name, args string
+		calls      int
+	}{
+		{"valid", "{'specialty': 'cardiology'}", 1},
+		{"wrong type", "{'specialty': 42}", 0},
+		{"missing", "{}", 0},
+		{"extra", "{'specialty': 'x', 'admin': true}", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := clinicTools([]flowv1.BuiltinToolCall{{Tool: "lookup", Args: flowv1.Expression(tc.args)}})
+			d.j.ToolServers = []flowv1.ToolServer{{Name: "clinic", URL: "http://clinic"}}
+			d.j.Tools = append(d.j.Tools, flowv1.Tool{Name: "lookup", Server: "clinic", Approval: flowv1.ToolApprovalNever})
+			d.p["book"].Tools = append(d.p["book"].Tools, "lookup")
+			s := toolSession(t, d, "")
+			s.snap = s.snap.WithServerTools(map[string]ToolInfo{"lookup": {ReadOnly: true, InputSchema: []byte(schema)}})
+			s.answer = func(e *Effect) (any, error) {
+				if e.Tool.Server == nil || e.Tool.ServerTool != "lookup" {
+					t.Fatalf("request %s", dump(e.Tool))
+				}
+				return map[string]any{}, nil
+			}
+			s.say("m1", "find")
+			s.settle()
+			if len(s.effects) != tc.calls {
+				t.Fatalf("%d calls, want %d", len(s.effects), tc.calls)
+			}
+			if tc.calls == 0 {
+				f := s.st.LastTurn.Failures
+				if len(f) != 1 || f[0].Source != flowv1.FailureTool || f[0].Kind != flowv1.FailureValidation || !strings.Contains(f[0].Message, "input schema") {
+					t.Errorf("failures %s", dump(f))
+				}
+			}
+		})
+	}
+}
