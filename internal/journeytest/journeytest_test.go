@@ -479,3 +479,20 @@ func TestMarshalRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestBuiltinToolsNeedNoAnswers(t *testing.T) {
+	c := load(t, filepath.Join("testdata", "builtin-tools.yaml"))
+	r := Run(c)
+	if r.Failed() {
+		t.Fatalf("%s\nlast turn: %+v", r.Error(), r.Status.LastTurn)
+	}
+	if got := r.Steps[0].Effects; len(got) != 2 || got[0] != "CallTool of tool copay" || got[1] != "CallTool of tool discount" {
+		t.Fatalf("effects %q", got)
+	}
+	// The expectations are checked: a wrong one fails.
+	c = load(t, filepath.Join("testdata", "builtin-tools.yaml"))
+	c.Steps[0].Message.Text = "A general visit?"
+	if r := Run(c); !r.Failed() || !strings.Contains(r.Error(), "Copay 20 USD") {
+		t.Fatalf("a changed answer passed: %s", r.Error())
+	}
+}
