@@ -65,6 +65,21 @@ type JourneySpec struct {
 	// +optional
 	// +kubebuilder:default=Graceful
 	ErrorRecovery ErrorRecovery `json:"errorRecovery,omitempty"`
+
+	// toolServers are the MCP servers (streamable HTTP) the journey's tools come from.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	ToolServers []ToolServer `json:"toolServers,omitempty"`
+
+	// tools are the tools the journey's agents may call; a pathway lists the ones its
+	// agents use.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Tools []Tool `json:"tools,omitempty"`
 }
 
 // ErrorRecovery is the journey's policy for recoverable failures.
@@ -444,6 +459,11 @@ type JourneyStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	Issues []string `json:"issues,omitempty"`
+	// tools are the journey's tools as last discovered on their servers.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Tools []DiscoveredTool `json:"tools,omitempty"`
 }
 
 // +kubebuilder:object:root=true

@@ -77,6 +77,18 @@ type PathwaySpec struct {
 	// builtin is how the builtin provider answers for this pathway, offline.
 	// +optional
 	Builtin *BuiltinPathway `json:"builtin,omitempty"`
+
+	// tools are the Journey tools this pathway's agents may call.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	Tools []ToolName `json:"tools,omitempty"`
+
+	// maxToolCalls bounds the tool calls of one turn. Defaults to 8.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	MaxToolCalls *int32 `json:"maxToolCalls,omitempty"`
 }
 
 // Pipeline combines several agents.
@@ -312,7 +324,7 @@ type Approvers struct {
 
 // BuiltinPathway is how the builtin provider answers a pathway turn, offline and
 // deterministically. CEL expressions see message, context, inputs, outputs (those
-// computed so far, in order) and session.
+// computed so far, in order), session and tools (the results of toolCalls).
 type BuiltinPathway struct {
 	// reply is a Go text/template over .message, .context, .inputs, .outputs and .session
 	// giving the assistant's reply.
@@ -333,6 +345,12 @@ type BuiltinPathway struct {
 	// turn. Defaults to true.
 	// +optional
 	Complete Expression `json:"complete,omitempty"`
+	// toolCalls are made in order before the outputs are computed; outputs, outcome,
+	// complete and the reply see their results as tools.<tool name>.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	ToolCalls []BuiltinToolCall `json:"toolCalls,omitempty"`
 }
 
 // BuiltinOutput computes one output.

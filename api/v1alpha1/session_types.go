@@ -228,6 +228,11 @@ type SessionStatus struct {
 	// usage sums token usage and cost of all agent calls.
 	// +optional
 	Usage Usage `json:"usage,omitzero"`
+	// toolCache holds the results of tools with cache Session, reused for identical calls.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	ToolCache []ToolCacheEntry `json:"toolCache,omitempty"`
 	// journeyRevision is the Journey ControllerRevision the Session is pinned to.
 	// +optional
 	JourneyRevision string `json:"journeyRevision,omitempty"`
@@ -293,16 +298,22 @@ type TurnProgress struct {
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
 	Outputs *apiextensionsv1.JSON `json:"outputs,omitempty"`
+	// toolCalls are the turn's tool calls so far, each journaled before it is made.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	ToolCalls []ToolCallProgress `json:"toolCalls,omitempty"`
 }
 
 // EffectKind is the kind of agent call a step asked for.
-// +kubebuilder:validation:Enum=ClassifyIntent;RunPathway;Decide
+// +kubebuilder:validation:Enum=ClassifyIntent;RunPathway;Decide;CallTool
 type EffectKind string
 
 const (
 	EffectClassifyIntent EffectKind = "ClassifyIntent"
 	EffectRunPathway     EffectKind = "RunPathway"
 	EffectDecide         EffectKind = "Decide"
+	EffectCallTool       EffectKind = "CallTool"
 )
 
 // EffectRecord is a journaled agent call: what was asked (its input hash) and the answer.
@@ -322,6 +333,9 @@ type EffectRecord struct {
 	// agent is the agent that answered.
 	// +optional
 	Agent string `json:"agent,omitempty"`
+	// toolCall is the id of the tool call a CallTool record answers.
+	// +optional
+	ToolCall string `json:"toolCall,omitempty"`
 	// result is the agent's answer.
 	// +required
 	Result AgentResult `json:"result"`
@@ -358,6 +372,14 @@ type AgentResult struct {
 	// usage is what the call cost.
 	// +optional
 	Usage Usage `json:"usage,omitzero"`
+	// toolResult is a tool's result, for CallTool records.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:XPreserveUnknownFields
+	ToolResult *apiextensionsv1.JSON `json:"toolResult,omitempty"`
+	// durationMs is how long a tool call took.
+	// +optional
+	DurationMs int64 `json:"durationMs,omitempty"`
 	// failure says why the call gave no usable answer (it is then unclear / no intent).
 	// +optional
 	Failure *Failure `json:"failure,omitempty"`
@@ -429,7 +451,7 @@ type DecisionRecord struct {
 }
 
 // FinishReason is how a turn ended.
-// +kubebuilder:validation:Enum=Success;Error;IterationLimit;Deadline;PolicyDenied;BudgetExceeded;LoopDetected;TurnLimit;TransitionLimit;AwaitingApproval;Escalated;Cancelled
+// +kubebuilder:validation:Enum=Success;Error;IterationLimit;Deadline;PolicyDenied;BudgetExceeded;LoopDetected;TurnLimit;TransitionLimit;AwaitingApproval;Escalated;Cancelled;ToolCallLimit
 type FinishReason string
 
 const (
@@ -445,6 +467,7 @@ const (
 	FinishAwaitingApproval FinishReason = "AwaitingApproval"
 	FinishEscalated        FinishReason = "Escalated"
 	FinishCancelled        FinishReason = "Cancelled"
+	FinishToolCallLimit    FinishReason = "ToolCallLimit"
 )
 
 // TurnOutcome is the typed result of one turn.
@@ -485,6 +508,11 @@ type TurnOutcome struct {
 	// usage is what the turn's agent calls cost.
 	// +optional
 	Usage Usage `json:"usage,omitzero"`
+	// toolCalls are the turn's tool calls.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	ToolCalls []ToolCallRecord `json:"toolCalls,omitempty"`
 }
 
 // FailureSource is where a failure came from.

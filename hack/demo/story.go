@@ -20,6 +20,9 @@ func tellStories(ctx context.Context, k kubectl) error {
 	if err := reviewStory(ctx, k); err != nil {
 		return err
 	}
+	if err := clinicStory(ctx, k); err != nil {
+		return err
+	}
 	say("All sessions")
 	return k.show("get", "sessions", "-o", "wide")
 }

@@ -46,6 +46,9 @@ type PathwayRequest struct {
 	Context map[string]any `json:"context,omitempty"`
 	History []Exchange     `json:"history,omitempty"`
 	Session SessionInfo    `json:"session"`
+	// Tools are the results of the turn's tool calls by tool name (the builtin
+	// provider's toolCalls).
+	Tools map[string]any `json:"tools,omitempty"`
 }
 
 // PathwayResponse is one turn's result.

@@ -23,6 +23,7 @@ import (
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/revision"
+	"github.com/journeyops/journey-operator/internal/tools"
 )
 
 // indexPathwayRef indexes Journeys by the Pathway objects they reference.
@@ -39,6 +40,9 @@ type JourneyReconciler struct {
 	APIReader client.Reader
 	Scheme    *runtime.Scheme
 	Recorder  events.EventRecorder
+	// Tools lists the journey's tool servers; nil means a tools.Caller reading Secrets
+	// with APIReader.
+	Tools *tools.Caller
 }
 
 // +kubebuilder:rbac:groups=flow.journey.dev,resources=journeys,verbs=get;list;watch
@@ -80,7 +84,8 @@ func (r *JourneyReconciler) reconcile(ctx context.Context, j *flowv1.Journey) ou
 		return outcome{}
 	}
 
-	raw, name, err := revision.Encode(j.Name, &revision.Data{Journey: j.Spec, Pathways: pathways})
+	schemas, retry := r.discover(ctx, j)
+	raw, name, err := revision.Encode(j.Name, &revision.Data{Journey: j.Spec, Pathways: pathways, Tools: schemas})
 	if err != nil {
 		return failed(err)
 	}
@@ -93,6 +98,9 @@ func (r *JourneyReconciler) reconcile(ctx context.Context, j *flowv1.Journey) ou
 	j.Status.CurrentRevision = name
 	j.Status.Issues = nil
 	r.setReady(j, metav1.ConditionTrue, flowv1.ReasonValid, fmt.Sprintf("%d pathways resolved; revision %s", len(pathways), name))
+	if retry {
+		return outcome{kind: requeue, after: toolServerRetry}
+	}
 	return outcome{}
 }
 

@@ -17,6 +17,8 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/revision"
+	"github.com/journeyops/journey-operator/internal/session"
+	"github.com/journeyops/journey-operator/internal/tools"
 )
 
 // indexJourneyRef indexes Sessions by the Journey they run.
@@ -50,7 +52,9 @@ type SessionReconciler struct {
 	Recorder  events.EventRecorder
 	// Agents builds the agent that answers for an AgentSpec.
 	Agents AgentFactory
-	Clock  clock.PassiveClock
+	// Tools makes tool calls; nil means a tools.Caller reading Secrets with APIReader.
+	Tools session.ToolCaller
+	Clock clock.PassiveClock
 	// Advance is how Running Sessions get their next step (default watch).
 	Advance AdvanceMode
 	// MaxConcurrentReconciles bounds parallel steps (default DefaultMaxConcurrentReconciles).
@@ -99,6 +103,9 @@ func (r *SessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.Agents == nil {
 		r.Agents = DefaultAgents()
+	}
+	if r.Tools == nil {
+		r.Tools = &tools.Caller{Secrets: r.APIReader}
 	}
 	r.snapshots = revision.NewCache(256)
 	registerMetrics(mgr.GetCache())

@@ -188,6 +188,9 @@ func (r *SessionReconciler) performer(namespace string) session.Performer {
 
 // perform makes the agent call an effect asks for, and measures it.
 func (r *SessionReconciler) perform(ctx context.Context, namespace string, eff *engine.Effect) (any, error) {
+	if eff.Kind == flowv1.EffectCallTool {
+		return r.callTool(ctx, namespace, eff)
+	}
 	agents := make([]agent.Agent, 0, len(eff.Agents))
 	for _, spec := range eff.Agents {
 		a, err := r.Agents.Agent(ctx, r.APIReader, namespace, spec)

@@ -13,6 +13,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/revision"
+	"github.com/journeyops/journey-operator/internal/tools"
 )
 
 // Options configure the controllers.
@@ -27,6 +28,9 @@ type Options struct {
 	// it. Give the manager's cache the same selector (CacheOptions) so Sessions of other
 	// shards are not even held in memory.
 	ShardSelector labels.Selector
+	// Tools calls tools and lists tool servers; nil means a tools.Caller reading header
+	// Secrets through the manager's API reader.
+	Tools *tools.Caller
 }
 
 // DefaultLeaderElectionID is the lease of an unsharded manager.
@@ -66,11 +70,15 @@ func LeaderElectionID(shard labels.Selector) string {
 
 // Setup registers the Journey, Pathway and Session controllers with mgr.
 func Setup(mgr ctrl.Manager, opts Options) error {
+	if opts.Tools == nil {
+		opts.Tools = &tools.Caller{Secrets: mgr.GetAPIReader()}
+	}
 	if err := (&PathwayReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&JourneyReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: mgr.GetEventRecorder("journey-controller"),
+		Tools: opts.Tools,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -83,6 +91,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                sessionEvents,
 		Agents:                  opts.Agents,
+		Tools:                   opts.Tools,
 		Advance:                 opts.Advance,
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		Shard:                   opts.ShardSelector,

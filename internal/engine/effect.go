@@ -17,9 +17,9 @@ import (
 )
 
 // Effect is the one agent call a step asks the controller to make. Exactly one of
-// Pathway, Decision and Intent is set, by Kind.
+// Pathway, Decision, Intent and Tool is set, by Kind.
 type Effect struct {
-	// Kind is ClassifyIntent, RunPathway or Decide.
+	// Kind is ClassifyIntent, RunPathway, Decide or CallTool.
 	Kind flowv1.EffectKind
 	// Agents are the agents to call: the pathway's agents in pipeline order for
 	// RunPathway (undeclared names as builtin agents), else the one agent.
@@ -29,6 +29,8 @@ type Effect struct {
 	Pathway  *agent.PathwayRequest
 	Decision *agent.DecisionRequest
 	Intent   *agent.IntentRequest
+	// Tool is the call of a CallTool effect, made from its write-ahead record.
+	Tool *agent.ToolRequest
 	// InputHash is the SHA-256 (hex) of the effect kind and the canonical JSON of the
 	// request (a DecisionRequest without its ID). The next step applies a journaled
 	// answer only when the request it would make has the same hash.
@@ -44,6 +46,8 @@ func newEffect(kind flowv1.EffectKind, agents []flowv1.AgentSpec, pipeline flowv
 		e.Decision = &r
 	case agent.IntentRequest:
 		e.Intent = &r
+	case agent.ToolRequest:
+		e.Tool = &r
 	}
 	e.InputHash = e.hash()
 	return e
@@ -60,6 +64,8 @@ func (e *Effect) hash() string {
 		req = d
 	case e.Intent != nil:
 		req = e.Intent
+	case e.Tool != nil:
+		req = toolHashed(e.Tool)
 	}
 	raw, err := json.Marshal(req)
 	if err != nil {
@@ -89,6 +95,9 @@ func (e *Effect) Record(sessionUID string, step int64, resp any, err error) *flo
 	}
 	if len(e.Agents) > 0 {
 		rec.Agent = string(e.Agents[0].Name)
+	}
+	if e.Tool != nil {
+		return e.recordTool(rec, resp, err)
 	}
 	res := &rec.Result
 	if err != nil {

@@ -46,6 +46,9 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 				x.Iteration == y.Iteration && x.MessageID == y.MessageID && x.Reason == y.Reason
 		}) &&
 		a.Usage == b.Usage &&
+		slices.EqualFunc(a.ToolCache, b.ToolCache, func(x, y flowv1.ToolCacheEntry) bool {
+			return x.Tool == y.Tool && x.ArgsDigest == y.ArgsDigest && jsonEqual(x.Result, y.Result)
+		}) &&
 		a.JourneyRevision == b.JourneyRevision &&
 		slices.EqualFunc(a.Conditions, b.Conditions, func(x, y metav1.Condition) bool {
 			return x.Type == y.Type && x.Status == y.Status && x.ObservedGeneration == y.ObservedGeneration &&
@@ -75,7 +78,11 @@ func turnEqual(a, b *flowv1.TurnProgress) bool {
 		return a == b
 	}
 	return a.Trigger == b.Trigger && a.Stage == b.Stage && a.MessageID == b.MessageID && a.Pathway == b.Pathway &&
-		a.ResultType == b.ResultType && jsonEqual(a.Outputs, b.Outputs)
+		a.ResultType == b.ResultType && jsonEqual(a.Outputs, b.Outputs) &&
+		slices.EqualFunc(a.ToolCalls, b.ToolCalls, func(x, y flowv1.ToolCallProgress) bool {
+			return x.ToolCallRecord == y.ToolCallRecord && x.IdempotencyKey == y.IdempotencyKey && x.AwaitingApproval == y.AwaitingApproval &&
+				jsonEqual(x.Args, y.Args) && jsonEqual(x.Result, y.Result)
+		})
 }
 
 func decisionEqual(a, b *flowv1.DecisionRecord) bool {
@@ -93,6 +100,7 @@ func effectEqual(a, b *flowv1.EffectRecord) bool {
 	}
 	x, y := &a.Result, &b.Result
 	return a.ID == b.ID && a.Kind == b.Kind && a.Step == b.Step && a.InputHash == b.InputHash && a.Agent == b.Agent &&
+		a.ToolCall == b.ToolCall && jsonEqual(x.ToolResult, y.ToolResult) && x.DurationMs == y.DurationMs &&
 		x.Intent == y.Intent && x.Destination == y.Destination && x.Confidence == y.Confidence && x.Reasoning == y.Reasoning &&
 		x.Reply == y.Reply && jsonEqual(x.Outputs, y.Outputs) && x.ResultType == y.ResultType &&
 		(x.Complete == nil) == (y.Complete == nil) && (x.Complete == nil || *x.Complete == *y.Complete) &&
@@ -105,5 +113,6 @@ func outcomeEqual(a, b *flowv1.TurnOutcome) bool {
 	}
 	return a.Trigger == b.Trigger && a.MessageID == b.MessageID && a.Pathway == b.Pathway && a.FinishReason == b.FinishReason &&
 		a.AssistantText == b.AssistantText && a.ResultType == b.ResultType && a.Complete == b.Complete &&
-		a.Transition == b.Transition && jsonEqual(a.Outputs, b.Outputs) && slices.Equal(a.Failures, b.Failures) && a.Usage == b.Usage
+		a.Transition == b.Transition && jsonEqual(a.Outputs, b.Outputs) && slices.Equal(a.Failures, b.Failures) && a.Usage == b.Usage &&
+		slices.Equal(a.ToolCalls, b.ToolCalls)
 }

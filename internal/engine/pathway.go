@@ -34,8 +34,16 @@ func (r *run) runPathway() stageResult {
 		text, _ = r.message(st.Turn.MessageID)
 	}
 	req := r.pathwayRequest(name, p, text)
-	if agents, remote := r.snap.pathwayAgents(p); remote {
+	agents, remote := r.snap.pathwayAgents(p)
+	if remote {
 		return r.runRemote(p, agents, req)
+	}
+	if p.Builtin != nil && len(p.Builtin.ToolCalls) > 0 {
+		results, res, ok := r.builtinTools(p, req)
+		if !ok {
+			return res
+		}
+		req.Tools = results
 	}
 	resp, err := builtin.Run(req)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
 
@@ -43,6 +45,9 @@ type Snapshot struct {
 	intents     []*flowv1.GlobalTransition // the intent ones, same order
 	conditions  []*flowv1.GlobalTransition // the condition ones, same order
 	lim         limits
+	// serverTools are the server tools as the revision pins them, by tool name.
+	serverTools map[string]ToolInfo
+	toolSchemas map[string]*jsonschema.Resolved
 }
 
 type limits struct {

@@ -97,6 +97,9 @@ func approvalMessage(st *flowv1.SessionStatus) string {
 	if d == nil {
 		return "A decision waits for a person"
 	}
+	if msg, ok := toolApprovalMessage(st); ok {
+		return msg
+	}
 	if st.Phase == flowv1.PhaseEscalated {
 		if d.To == "" {
 			return fmt.Sprintf("Decision %s in pathway %s was unclear; approve it with a destination among %s", d.ID, d.From, strings.Join(d.AllowedDestinations, ", "))

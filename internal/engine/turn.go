@@ -21,6 +21,9 @@ type stageResult struct {
 	next flowv1.TurnStage
 	// effect is the remote agent call the turn waits on; the step returns it.
 	effect *Effect
+	// pause ends the step with the turn in progress and no effect: what the step
+	// recorded (a tool call's write-ahead record) must be written before the turn goes on.
+	pause bool
 }
 
 // turnOver is the result of a stage after which the turn is over.
@@ -106,11 +109,11 @@ func (r *run) resume() *Effect {
 // drive runs the turn in progress through its stages, starting from what the last one
 // did, until the turn is over or waits on a remote agent call, which it returns.
 func (r *run) drive(res stageResult) *Effect {
-	for res.effect == nil && res.next != "" {
+	for res.effect == nil && res.next != "" && !res.pause {
 		r.st.Turn.Stage = res.next
 		res = r.runStage(res.next)
 	}
-	if res.effect == nil {
+	if res.effect == nil && !res.pause {
 		r.endTurn()
 	}
 	return res.effect

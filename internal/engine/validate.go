@@ -42,6 +42,7 @@ func Validate(journey *flowv1.JourneySpec, pathways map[string]*flowv1.PathwaySp
 		}
 		c.pathway(string(entry.Name), p)
 	}
+	c.tools(journey, pathways)
 	for _, name := range unreachable(journey, pathways) {
 		c.add("pathway %s is unreachable from the entry pathway %s", name, journey.EntryPathway)
 	}

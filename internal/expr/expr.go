@@ -21,6 +21,8 @@ const (
 	VarInputs  = "inputs"  // the pathway signature's resolved inputs
 	VarOutputs = "outputs" // the turn's outputs
 	VarSession = "session" // {name, pathway, iteration, turns, pathwayTurns}
+	VarArgs    = "args"    // a tool call's arguments (builtin tools, approval conditions)
+	VarTools   = "tools"   // the results of a turn's tool calls, by tool name
 )
 
 // costLimit bounds one evaluation, so a runaway comprehension fails instead of spinning.
@@ -47,6 +49,8 @@ func Env() (*cel.Env, error) {
 			cel.Variable(VarInputs, cel.DynType),
 			cel.Variable(VarOutputs, cel.DynType),
 			cel.Variable(VarSession, cel.DynType),
+			cel.Variable(VarArgs, cel.DynType),
+			cel.Variable(VarTools, cel.DynType),
 			ext.Strings(),
 			ext.Lists(),
 			ext.Sets(),
@@ -87,6 +91,8 @@ type Vars struct {
 	Inputs  map[string]any
 	Outputs map[string]any
 	Session map[string]any
+	Args    map[string]any
+	Tools   map[string]any
 }
 
 // Activation binds the variables once, for several evaluations (the conditions of one
@@ -105,6 +111,8 @@ func (v Vars) Activation() interpreter.Activation {
 		VarInputs:  orEmpty(v.Inputs),
 		VarOutputs: orEmpty(v.Outputs),
 		VarSession: orEmpty(v.Session),
+		VarArgs:    orEmpty(v.Args),
+		VarTools:   orEmpty(v.Tools),
 	})
 	if err != nil {
 		panic(err) // a map always makes an activation

@@ -9,6 +9,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/agent/builtin"
 	"github.com/journeyops/journey-operator/internal/engine"
 	protocol "github.com/journeyops/journey-operator/internal/session"
 )
@@ -85,6 +86,11 @@ type script struct {
 }
 
 func (s *script) answer(eff *engine.Effect) (reply, error) {
+	if eff.Kind == flowv1.EffectCallTool && eff.Tool != nil && eff.Tool.Builtin != "" {
+		// A builtin tool is pure: it is computed, as the controller computes it.
+		resp, err := builtin.CallTool(*eff.Tool)
+		return reply{resp: resp, err: err}, nil
+	}
 	if s.used >= len(s.answers) {
 		return reply{}, &MissingAnswerError{Step: s.step, Effect: protocol.Describe(eff), Kind: eff.Kind, Given: len(s.answers)}
 	}

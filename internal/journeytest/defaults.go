@@ -11,6 +11,8 @@ var defaultedFields = []string{
 	"journeys: spec.errorRecovery",
 	"journeys: spec.agents[].provider",
 	"journeys: spec.transitions[].from",
+	"journeys: spec.tools[].approval",
+	"journeys: spec.tools[].cache",
 	"pathways: spec.pipeline",
 	"pathways: spec.executor",
 	"pathways: spec.runOn",
@@ -32,6 +34,14 @@ func defaultJourney(j *flowv1.JourneySpec) {
 	for i := range j.Transitions {
 		if j.Transitions[i].From == "" {
 			j.Transitions[i].From = "*"
+		}
+	}
+	for i := range j.Tools {
+		if j.Tools[i].Approval == "" {
+			j.Tools[i].Approval = flowv1.ToolApprovalIfDestructive
+		}
+		if j.Tools[i].Cache == "" {
+			j.Tools[i].Cache = flowv1.ToolCacheNone
 		}
 	}
 }

@@ -167,7 +167,7 @@ type ApprovalInput struct {
 
 // Answer is the recorded answer of a remote agent to one effect.
 type Answer struct {
-	// Kind is the effect kind: ClassifyIntent, RunPathway or Decide.
+	// Kind is the effect kind: ClassifyIntent, RunPathway, Decide or CallTool.
 	Kind flowv1.EffectKind `json:"kind"`
 	// Agent, when set, must be the (first) agent the engine asks.
 	Agent string `json:"agent,omitempty"`

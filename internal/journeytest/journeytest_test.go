@@ -350,7 +350,7 @@ func TestParseErrors(t *testing.T) {
 		{"no steps", "manifests: [a.yaml]", "at least one step"},
 		{"approval without approve", "manifests: [a.yaml]\nsteps: [{approval: {}}]", "approval.approve: say true or false"},
 		{"bad answer", "manifests: [a.yaml]\nsteps: [{message: hi, answers: [{kind: Decide, answer: {destination: x, confidence: high}}]}]", "steps[0].answers[0].answer: a Decide answer"},
-		{"bad kind", "manifests: [a.yaml]\nsteps: [{message: hi, answers: [{kind: Ask, answer: {}}]}]", `"Ask" is not ClassifyIntent, RunPathway or Decide`},
+		{"bad kind", "manifests: [a.yaml]\nsteps: [{message: hi, answers: [{kind: Ask, answer: {}}]}]", `"Ask" is not ClassifyIntent, RunPathway, Decide or CallTool`},
 		{"bad path", "manifests: [a.yaml]\nsteps: [{message: hi, expect: {fields: {'context..x': 1}}}]", "empty name"},
 		{"bad result", "manifests: [a.yaml]\nsteps: [{outcome: {resultType: ok}}]", `"ok" is not success`},
 	} {
@@ -477,5 +477,22 @@ func TestMarshalRoundTrip(t *testing.T) {
 		if r := Run(back); r.Failed() {
 			t.Fatalf("%s after a round trip: %s\n%s", name, r.Error(), out)
 		}
+	}
+}
+
+func TestBuiltinToolsNeedNoAnswers(t *testing.T) {
+	c := load(t, filepath.Join("testdata", "builtin-tools.yaml"))
+	r := Run(c)
+	if r.Failed() {
+		t.Fatalf("%s\nlast turn: %+v", r.Error(), r.Status.LastTurn)
+	}
+	if got := r.Steps[0].Effects; len(got) != 2 || got[0] != "CallTool of tool copay" || got[1] != "CallTool of tool discount" {
+		t.Fatalf("effects %q", got)
+	}
+	// The expectations are checked: a wrong one fails.
+	c = load(t, filepath.Join("testdata", "builtin-tools.yaml"))
+	c.Steps[0].Message.Text = "A general visit?"
+	if r := Run(c); !r.Failed() || !strings.Contains(r.Error(), "Copay 20 USD") {
+		t.Fatalf("a changed answer passed: %s", r.Error())
 	}
 }

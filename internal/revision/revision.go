@@ -28,6 +28,17 @@ import (
 type Data struct {
 	Journey  flowv1.JourneySpec             `json:"journey"`
 	Pathways map[string]*flowv1.PathwaySpec `json:"pathways"`
+	// Tools pins the server tools as their servers listed them, by tool name in the
+	// journey, so a running Session never sees a tool change under it.
+	Tools map[string]*ToolSchema `json:"tools,omitempty"`
+}
+
+// ToolSchema is a server tool as its server described it.
+type ToolSchema struct {
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+	ReadOnly    bool            `json:"readOnly,omitempty"`
+	Destructive bool            `json:"destructive,omitempty"`
 }
 
 // LabelJourney marks the ControllerRevisions of a Journey.
@@ -82,6 +93,13 @@ func Compile(name string, raw []byte) (*engine.Snapshot, error) {
 	snap, err := engine.NewSnapshot(name, &data.Journey, data.Pathways)
 	if err != nil {
 		return nil, fmt.Errorf("revision %s: %w", name, err)
+	}
+	if len(data.Tools) > 0 {
+		pinned := make(map[string]engine.ToolInfo, len(data.Tools))
+		for n, t := range data.Tools {
+			pinned[n] = engine.ToolInfo{Destructive: t.Destructive, ReadOnly: t.ReadOnly, InputSchema: t.InputSchema}
+		}
+		snap = snap.WithServerTools(pinned)
 	}
 	return snap, nil
 }

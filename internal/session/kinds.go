@@ -92,6 +92,7 @@ var Kinds = []*Kind{
 		},
 		Pathway: func(eff *engine.Effect) string { return eff.Decision.Pathway },
 	},
+	callTool,
 }
 
 // PathwayAnswer is a recorded RunPathway answer: a PathwayResponse whose complete

@@ -122,6 +122,7 @@ func Run(req agent.PathwayRequest) (agent.PathwayResponse, error) {
 		Message: req.Message,
 		Inputs:  req.Inputs,
 		Session: SessionVars(req.Session),
+		Tools:   req.Tools,
 	}
 	outputs := make(map[string]any, len(spec.Outputs))
 	vars.Outputs = outputs
@@ -173,6 +174,7 @@ func Run(req agent.PathwayRequest) (agent.PathwayResponse, error) {
 			"inputs":  orEmpty(req.Inputs),
 			"outputs": outputs,
 			"session": vars.Session,
+			"tools":   orEmpty(req.Tools),
 		})
 		if err != nil {
 			return agent.PathwayResponse{}, invalid(fmt.Errorf("reply: %w", err))

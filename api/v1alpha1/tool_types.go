@@ -1,0 +1,268 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ToolName is the name agents see for a tool: letters, digits, '_' and '-', as
+// function-calling APIs accept them.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=64
+// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z][A-Za-z0-9_-]*$')",message="must start with a letter and hold only letters, digits, '_' and '-'"
+type ToolName string
+
+// ToolServer is an MCP server reached over streamable HTTP.
+type ToolServer struct {
+	// name is the server's name in the journey; tools refer to it.
+	// +required
+	Name Name `json:"name"`
+	// url is the server's streamable HTTP endpoint, for example http://clinic.default.svc:8080/mcp.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && (self.startsWith('http://') || self.startsWith('https://'))",message="url must be an http or https URL"
+	URL string `json:"url"`
+	// headers are sent with every request to the server, for example a bearer token
+	// read from a Secret.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Headers []ToolServerHeader `json:"headers,omitempty"`
+	// timeout bounds one request to the server. Defaults to 30s.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="timeout must be a positive duration such as 10s or 1m"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// ToolServerHeader is an HTTP header sent to a tool server, with a literal value or
+// one read from a Secret at each call.
+// +kubebuilder:validation:XValidation:rule="has(self.value) != has(self.valueFrom)",message="exactly one of value and valueFrom must be set"
+type ToolServerHeader struct {
+	// name is the header's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9!#$%&*+.^_`|~-]+$')",message="name must be an HTTP header name"
+	Name string `json:"name"`
+	// value is the header's literal value. Use valueFrom for secrets.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Value string `json:"value,omitempty"`
+	// valueFrom reads the value from a Secret in the Session's namespace.
+	// +optional
+	ValueFrom *HeaderValueSource `json:"valueFrom,omitempty"`
+}
+
+// HeaderValueSource is where a header's value comes from.
+type HeaderValueSource struct {
+	// secretKeyRef names the Secret key holding the value.
+	// +required
+	SecretKeyRef SecretKeyRef `json:"secretKeyRef"`
+}
+
+// ToolApproval says when a call to a tool waits for a person's approval.
+// +kubebuilder:validation:Enum=Never;Always;IfDestructive
+type ToolApproval string
+
+const (
+	// ToolApprovalNever: calls never wait.
+	ToolApprovalNever ToolApproval = "Never"
+	// ToolApprovalAlways: every call waits for an approval.
+	ToolApprovalAlways ToolApproval = "Always"
+	// ToolApprovalIfDestructive: calls wait when the server says the tool is
+	// destructive (or does not say it is read-only); builtin tools never wait.
+	ToolApprovalIfDestructive ToolApproval = "IfDestructive"
+)
+
+// ToolCache says whether identical calls to a tool are answered once.
+// +kubebuilder:validation:Enum=None;Session
+type ToolCache string
+
+const (
+	// ToolCacheNone calls the tool every time.
+	ToolCacheNone ToolCache = "None"
+	// ToolCacheSession answers identical calls (same tool, same arguments) once per Session.
+	ToolCacheSession ToolCache = "Session"
+)
+
+// Tool is a tool the journey's agents may call: one of an MCP server's tools, or a
+// builtin tool computed by CEL.
+// +kubebuilder:validation:XValidation:rule="has(self.server) != has(self.builtin)",message="exactly one of server and builtin must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.serverTool) || has(self.server)",message="serverTool needs server"
+type Tool struct {
+	// name is the name agents see; unique in the journey.
+	// +required
+	Name ToolName `json:"name"`
+	// description tells agents what the tool does. Defaults to the server's description.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Description string `json:"description,omitempty"`
+	// server is the toolServers entry that serves the tool.
+	// +optional
+	Server Name `json:"server,omitempty"`
+	// serverTool is the tool's name on the server. Defaults to name.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	ServerTool string `json:"serverTool,omitempty"`
+	// builtin computes the tool's result offline with a CEL expression over args and
+	// context.
+	// +optional
+	Builtin *BuiltinTool `json:"builtin,omitempty"`
+	// approval is when a call waits for a person: Never, Always or IfDestructive.
+	// +optional
+	// +kubebuilder:default=IfDestructive
+	Approval ToolApproval `json:"approval,omitempty"`
+	// when is a CEL expression over args and context; when set, a call needs approval
+	// only when it is true.
+	// +optional
+	When Expression `json:"when,omitempty"`
+	// requires lists context keys that must be present before the tool is called; a
+	// call without them is refused with a Tool failure and never reaches the server.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	Requires []string `json:"requires,omitempty"`
+	// cache is None or Session: identical calls (same arguments) answered once per Session.
+	// +optional
+	// +kubebuilder:default=None
+	Cache ToolCache `json:"cache,omitempty"`
+}
+
+// BuiltinTool is a tool computed offline.
+type BuiltinTool struct {
+	// expression is a CEL expression over args and context giving the tool's result.
+	// +required
+	Expression Expression `json:"expression"`
+}
+
+// BuiltinToolCall is a tool call the builtin provider makes in a pathway turn.
+type BuiltinToolCall struct {
+	// tool is the tool to call; it must be in the pathway's tools.
+	// +required
+	Tool ToolName `json:"tool"`
+	// args is a CEL expression giving the arguments, an object, over message, context,
+	// inputs, session and tools (the results of the turn's earlier calls, by tool name).
+	// Defaults to {}.
+	// +optional
+	Args Expression `json:"args,omitempty"`
+}
+
+// DiscoveredTool is a tool a journey's servers offer, as the Journey controller last
+// listed it.
+type DiscoveredTool struct {
+	// name is the tool's name in the journey.
+	// +required
+	Name string `json:"name"`
+	// server is the server offering it, empty for builtin tools.
+	// +optional
+	Server string `json:"server,omitempty"`
+	// description is the server's description of the tool.
+	// +optional
+	Description string `json:"description,omitempty"`
+	// readOnly is the server's hint that the tool changes nothing.
+	// +optional
+	ReadOnly bool `json:"readOnly,omitempty"`
+	// destructive is the server's hint that the tool may change or delete things.
+	// +optional
+	Destructive bool `json:"destructive,omitempty"`
+}
+
+// ToolCallState is where a tool call stands.
+// +kubebuilder:validation:Enum=Pending;Done;Failed;Rejected
+type ToolCallState string
+
+const (
+	// ToolCallPending: the call is journaled and not answered yet (it may be waiting for approval).
+	ToolCallPending ToolCallState = "Pending"
+	// ToolCallDone: the tool answered.
+	ToolCallDone ToolCallState = "Done"
+	// ToolCallFailed: the call failed or was refused before it reached the tool.
+	ToolCallFailed ToolCallState = "Failed"
+	// ToolCallRejected: an approver rejected the call; the tool received nothing.
+	ToolCallRejected ToolCallState = "Rejected"
+)
+
+// ToolCallRecord is one tool call of a turn.
+type ToolCallRecord struct {
+	// id names the call in the Session: t-<step>-<index>.
+	// +required
+	ID string `json:"id"`
+	// tool is the tool called.
+	// +required
+	Tool string `json:"tool"`
+	// argsDigest is the SHA-256 (hex) of the call's canonical JSON arguments.
+	// +optional
+	ArgsDigest string `json:"argsDigest,omitempty"`
+	// state is Pending, Done, Failed or Rejected.
+	// +required
+	State ToolCallState `json:"state"`
+	// durationMs is how long the call took.
+	// +optional
+	DurationMs int64 `json:"durationMs,omitempty"`
+	// error says why the call failed or was rejected.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Error string `json:"error,omitempty"`
+	// approvedBy is who approved the call, when it needed approval.
+	// +optional
+	ApprovedBy string `json:"approvedBy,omitempty"`
+	// cached says the result came from an identical earlier call in the Session.
+	// +optional
+	Cached bool `json:"cached,omitempty"`
+}
+
+// ToolCallProgress is a tool call of the turn in progress: the write-ahead record the
+// call is made from, and its result once journaled.
+type ToolCallProgress struct {
+	ToolCallRecord `json:",inline"`
+	// awaitingApproval says the call waits for an approval naming its id in spec.approvals.
+	// +optional
+	AwaitingApproval bool `json:"awaitingApproval,omitempty"`
+	// idempotencyKey is sent with the call; a retried call sends the same key.
+	// +required
+	IdempotencyKey string `json:"idempotencyKey"`
+	// args are the call's arguments.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Args *apiextensionsv1.JSON `json:"args,omitempty"`
+	// result is the tool's result.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:XPreserveUnknownFields
+	Result *apiextensionsv1.JSON `json:"result,omitempty"`
+}
+
+// ToolCacheEntry is the result of a cached tool call, reused for identical calls.
+type ToolCacheEntry struct {
+	// tool is the tool called.
+	// +required
+	Tool string `json:"tool"`
+	// argsDigest is the digest of the call's arguments.
+	// +required
+	ArgsDigest string `json:"argsDigest"`
+	// result is the tool's result.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:XPreserveUnknownFields
+	Result *apiextensionsv1.JSON `json:"result,omitempty"`
+}
+
+// The Journey condition about its tools, and its reasons.
+const (
+	// ConditionToolsAvailable says whether every server tool the journey declares was
+	// found on its server.
+	ConditionToolsAvailable = "ToolsAvailable"
+	// ReasonToolsDiscovered: every declared server tool was listed by its server.
+	ReasonToolsDiscovered = "ToolsDiscovered"
+	// ReasonToolServerUnreachable: a tool server could not be listed; tried again later.
+	ReasonToolServerUnreachable = "ToolServerUnreachable"
+	// ReasonToolMissing: a declared tool is not among its server's tools.
+	ReasonToolMissing = "ToolMissing"
+)

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/journeyops/journey-operator/internal/tools/clinic"
+)
+
+//go:embed clinic-booking.yaml
+var clinicManifest string
+
+// clinicStory books an appointment through the clinic MCP server: the Journey lists
+// the server's tools, the Session finds a doctor, waits for a person to approve the
+// booking (a destructive tool), and books once.
+func clinicStory(ctx context.Context, k kubectl) error {
+	say("Clinic booking: tools on an MCP server, a destructive call approved by a person")
+	c := clinic.New()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer func() { _ = srv.Close() }()
+	url := "http://" + ln.Addr().String() + "/mcp"
+	fmt.Printf("Clinic MCP server at %s\n", url)
+
+	path := filepath.Join(k.c.Dir, "clinic-booking.yaml")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(clinicManifest, "CLINIC_URL", url)), 0o644); err != nil {
+		return err
+	}
+	if err := k.show("apply", "-f", path); err != nil {
+		return err
+	}
+	if _, err := k.output("wait", "--for=condition=ToolsAvailable", "--timeout=30s", "journey/clinic-booking"); err != nil {
+		_ = k.show("get", "journey", "clinic-booking", "-o", "jsonpath={.status}")
+		return err
+	}
+	if err := k.show("get", "journey", "clinic-booking", "-o", `jsonpath={range .status.tools[*]}{.name}{"\tdestructive="}{.destructive}{"\n"}{end}`); err != nil {
+		return err
+	}
+	if err := k.create(`{"apiVersion":"flow.journey.dev/v1alpha1","kind":"Session",
+		"metadata":{"name":"clinic-ada","namespace":"default"},
+		"spec":{"journeyRef":{"name":"clinic-booking"},"initialContext":{"specialty":"cardiology","patient":"Ada"}}}`); err != nil {
+		return err
+	}
+	if _, err := k.output("wait", "session/clinic-ada", "--timeout=30s", "--for=jsonpath={.status.phase}=AwaitingApproval"); err != nil {
+		return err
+	}
+	fmt.Println()
+	if err := k.show("get", "session", "clinic-ada", "-o", `jsonpath={.status.lastDecision.id}: {.status.lastDecision.reasoning}{"\n"}`); err != nil {
+		return err
+	}
+	fmt.Printf("book_slot calls so far: %d\n", c.Calls("book_slot"))
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err := k.show("journey", "approve", "clinic-ada", "--reason", "patient confirmed by phone"); err != nil {
+		return err
+	}
+	if _, err := k.output("wait", "session/clinic-ada", "--timeout=30s", "--for=jsonpath={.status.phase}=Completed"); err != nil {
+		return err
+	}
+	fmt.Println()
+	if err := k.show("get", "session", "clinic-ada", "-o", `jsonpath={.status.lastTurn.assistantText}{"\n"}{range .status.lastTurn.toolCalls[*]}{.id} {.tool} {.state} approvedBy={.approvedBy}{"\n"}{end}`); err != nil {
+		return err
+	}
+	fmt.Printf("book_slot calls: %d, bookings: %d\n", c.Calls("book_slot"), c.Bookings())
+	if c.Bookings() != 1 {
+		return fmt.Errorf("the clinic booked %d times, want 1", c.Bookings())
+	}
+	return nil
+}

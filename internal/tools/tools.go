@@ -1,0 +1,215 @@
+// Package tools calls the tools of journeys: builtin ones (CEL, offline) and those of
+// MCP servers over streamable HTTP, through the official MCP Go SDK. Every call to a
+// server carries the call's idempotency key twice: in the request's _meta (under
+// IdempotencyKeyMeta) and as an Idempotency-Key HTTP header, so a server can answer a
+// retried call without doing its work again.
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/agent/builtin"
+)
+
+const (
+	// IdempotencyKeyHeader is the HTTP header carrying a call's idempotency key.
+	IdempotencyKeyHeader = "Idempotency-Key"
+	// IdempotencyKeyMeta is the _meta key carrying a call's idempotency key.
+	IdempotencyKeyMeta = "journey.dev/idempotency-key"
+	// DefaultTimeout bounds one request to a server without a timeout.
+	DefaultTimeout = 30 * time.Second
+)
+
+// Caller calls tools. Secrets reads the Secrets of header values; HTTPClient, when set,
+// is the base of the clients it makes (its Transport is kept).
+type Caller struct {
+	Secrets    client.Reader
+	HTTPClient *http.Client
+}
+
+// CallTool makes one tool call: a builtin tool is evaluated, a server tool is called
+// over MCP with its idempotency key. A server that cannot be reached or does not
+// answer in time is a Transient error (the call is retried with the same key); a
+// result the server marks as an error is the tool's answer (ToolResponse.Error).
+func (c *Caller) CallTool(ctx context.Context, namespace string, req agent.ToolRequest) (agent.ToolResponse, error) {
+	if req.Server == nil {
+		return builtin.CallTool(req)
+	}
+	start := time.Now()
+	session, err := c.connect(ctx, namespace, req.Server, req.IdempotencyKey)
+	if err != nil {
+		return agent.ToolResponse{}, err
+	}
+	defer func() { _ = session.Close() }()
+	res, err := session.CallTool(ctx, &mcp.CallToolParams{
+		Meta:      mcp.Meta{IdempotencyKeyMeta: req.IdempotencyKey},
+		Name:      req.ServerTool,
+		Arguments: req.Args,
+	})
+	if err != nil {
+		return agent.ToolResponse{}, transient(req.Tool, fmt.Errorf("calling tool %s on server %s: %w", req.ServerTool, req.Server.Name, err))
+	}
+	out := agent.ToolResponse{DurationMs: time.Since(start).Milliseconds()}
+	if res.IsError {
+		out.Error = text(res)
+		return out, nil
+	}
+	out.Result, err = result(res)
+	if err != nil {
+		return agent.ToolResponse{}, &agent.Error{Class: agent.Invalid, Source: flowv1.FailureTool, Kind: flowv1.FailureValidation, Agent: req.Tool, Err: err}
+	}
+	return out, nil
+}
+
+// List lists the tools of server (MCP tools/list, every page).
+func (c *Caller) List(ctx context.Context, namespace string, server *flowv1.ToolServer) ([]*mcp.Tool, error) {
+	session, err := c.connect(ctx, namespace, server, "")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = session.Close() }()
+	var tools []*mcp.Tool
+	for t, err := range session.Tools(ctx, nil) {
+		if err != nil {
+			return nil, err
+		}
+		tools = append(tools, t)
+	}
+	return tools, nil
+}
+
+// connect opens an MCP session with server, sending its headers and, when set, key
+// as the Idempotency-Key header on every request.
+func (c *Caller) connect(ctx context.Context, namespace string, server *flowv1.ToolServer, key string) (*mcp.ClientSession, error) {
+	headers, err := c.headers(ctx, namespace, server)
+	if err != nil {
+		return nil, err
+	}
+	if key != "" {
+		headers.Set(IdempotencyKeyHeader, key)
+	}
+	timeout := DefaultTimeout
+	if server.Timeout != nil && server.Timeout.Duration > 0 {
+		timeout = server.Timeout.Duration
+	}
+	base := http.DefaultTransport
+	if c.HTTPClient != nil && c.HTTPClient.Transport != nil {
+		base = c.HTTPClient.Transport
+	}
+	transport := &mcp.StreamableClientTransport{
+		Endpoint:             server.URL,
+		HTTPClient:           &http.Client{Timeout: timeout, Transport: &withHeaders{base: base, headers: headers}},
+		MaxRetries:           -1,
+		DisableStandaloneSSE: true,
+	}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "journey-operator", Version: "v1alpha1"}, nil)
+	session, err := cl.Connect(ctx, transport, nil)
+	if err != nil {
+		return nil, transient(string(server.Name), fmt.Errorf("connecting to tool server %s: %w", server.Name, err))
+	}
+	return session, nil
+}
+
+// headers resolves server's headers, reading Secret values now: never cached, never
+// logged.
+func (c *Caller) headers(ctx context.Context, namespace string, server *flowv1.ToolServer) (http.Header, error) {
+	h := http.Header{}
+	for _, hd := range server.Headers {
+		if hd.ValueFrom == nil {
+			h.Set(hd.Name, hd.Value)
+			continue
+		}
+		ref := hd.ValueFrom.SecretKeyRef
+		if c.Secrets == nil {
+			return nil, terminal(string(server.Name), fmt.Errorf("header %s of tool server %s reads a Secret, and no Secret reader is set", hd.Name, server.Name))
+		}
+		var s corev1.Secret
+		err := c.Secrets.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, &s)
+		if apierrors.IsNotFound(err) {
+			return nil, terminal(string(server.Name), fmt.Errorf("secret %q of tool server %s not found in namespace %q", ref.Name, server.Name, namespace))
+		}
+		if err != nil {
+			return nil, transient(string(server.Name), err)
+		}
+		v, ok := s.Data[ref.Key]
+		if !ok {
+			return nil, terminal(string(server.Name), fmt.Errorf("secret %q has no key %q", ref.Name, ref.Key))
+		}
+		h.Set(hd.Name, string(v))
+	}
+	return h, nil
+}
+
+// withHeaders adds headers to every request.
+type withHeaders struct {
+	base    http.RoundTripper
+	headers http.Header
+}
+
+func (t *withHeaders) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range t.headers {
+		req.Header[k] = v
+	}
+	return t.base.RoundTrip(req)
+}
+
+// result is a tool's result: its structured content, else its text content (parsed as
+// JSON when it is JSON).
+func result(res *mcp.CallToolResult) (any, error) {
+	if res.StructuredContent != nil {
+		raw, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			return nil, err
+		}
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, err
+		}
+		return v, nil
+	}
+	s := text(res)
+	var v any
+	if json.Unmarshal([]byte(s), &v) == nil {
+		return v, nil
+	}
+	return s, nil
+}
+
+// text joins a result's text contents.
+func text(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func transient(who string, err error) error {
+	kind := flowv1.FailureException
+	if errors.Is(err, context.DeadlineExceeded) {
+		kind = flowv1.FailureTimeout
+	}
+	return &agent.Error{Class: agent.Transient, Source: flowv1.FailureTransport, Kind: kind, Agent: who, Err: err}
+}
+
+func terminal(who string, err error) error {
+	return &agent.Error{Class: agent.Terminal, Source: flowv1.FailureTool, Kind: flowv1.FailureValidation, Agent: who, Err: err}
+}
