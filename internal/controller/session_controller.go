@@ -17,6 +17,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/revision"
+	"github.com/journeyops/journey-operator/internal/tracing"
 )
 
 // indexJourneyRef indexes Sessions by the Journey they run.
@@ -57,6 +58,8 @@ type SessionReconciler struct {
 	MaxConcurrentReconciles int
 	// Shard, when set, limits the reconciler to the Sessions whose labels match it.
 	Shard labels.Selector
+	// Tracing, when set, records a trace per Session.
+	Tracing *tracing.Provider
 
 	snapshots *revision.Cache
 }

@@ -13,6 +13,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/revision"
+	"github.com/journeyops/journey-operator/internal/tracing"
 )
 
 // Options configure the controllers.
@@ -27,6 +28,8 @@ type Options struct {
 	// it. Give the manager's cache the same selector (CacheOptions) so Sessions of other
 	// shards are not even held in memory.
 	ShardSelector labels.Selector
+	// Tracing, when set, records a trace per Session (nil: no tracing, no cost).
+	Tracing *tracing.Provider
 }
 
 // DefaultLeaderElectionID is the lease of an unsharded manager.
@@ -86,5 +89,6 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Advance:                 opts.Advance,
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		Shard:                   opts.ShardSelector,
+		Tracing:                 opts.Tracing,
 	}).SetupWithManager(mgr)
 }
