@@ -42,7 +42,8 @@ var _ sdktrace.SpanProcessor = (*queue)(nil)
 
 func newQueue(exp sdktrace.SpanExporter, size int, dropped prometheus.Counter) *queue {
 	q := &queue{
-		next:    sdktrace.NewBatchSpanProcessor(exp, sdktrace.WithMaxQueueSize(size), sdktrace.WithBlocking()),
+		next: sdktrace.NewBatchSpanProcessor(exp, sdktrace.WithMaxQueueSize(size),
+			sdktrace.WithMaxExportBatchSize(min(size, sdktrace.DefaultMaxExportBatchSize)), sdktrace.WithBlocking()),
 		spans:   make(chan item, size),
 		dropped: dropped,
 		done:    make(chan struct{}),
