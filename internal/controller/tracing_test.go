@@ -287,4 +287,3 @@ func stepsOf(s *flowv1.Session) string {
 	}
 	return b.String()
 }
-
