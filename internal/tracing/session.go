@@ -40,15 +40,15 @@ const (
 // *Step records nothing. The step's span id is chosen at Begin and given to the span
 // at End, so the spans of the calls made in between are its children.
 type Step struct {
-	p                         *Provider
-	name, namespace, uid, rev string
-	journey                   string
-	approvals                 []flowv1.Approval
-	old                       *flowv1.SessionStatus
-	root                      trace.SpanContext
-	newRoot                   bool
-	id                        trace.SpanID
-	start                     time.Time
+	p                    *Provider
+	name, namespace, uid string
+	journey              string
+	approvals            []flowv1.Approval
+	old                  *flowv1.SessionStatus
+	root                 trace.SpanContext
+	newRoot              bool
+	id                   trace.SpanID
+	start                time.Time
 
 	// What the step did (Result).
 	status          *flowv1.SessionStatus

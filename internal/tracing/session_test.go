@@ -84,8 +84,8 @@ func TestStepsOfOneSession(t *testing.T) {
 	for _, e := range stepB.Events() {
 		m := map[string]string{}
 		for _, kv := range e.Attributes {
-			m[string(kv.Key)] = kv.Value.Emit()
-			if kv.Value.Emit() == "the patient said: chest pain" {
+			m[string(kv.Key)] = kv.Value.String()
+			if kv.Value.String() == "the patient said: chest pain" {
 				t.Errorf("event %s records %s without content capture", e.Name, kv.Key)
 			}
 		}

@@ -40,7 +40,7 @@ func (a *Agent) request(c call, r rung) goopenai.ChatCompletionRequest {
 	if a.completionTokensField {
 		req.MaxCompletionTokens = a.maxTokens
 	} else {
-		req.MaxTokens = a.maxTokens
+		req.MaxTokens = a.maxTokens //nolint:staticcheck // max_tokens is the field most OpenAI-compatible servers read
 	}
 	return req
 }

@@ -47,7 +47,7 @@ func TestChatSpan(t *testing.T) {
 		sp := spans[0]
 		a0 := map[string]string{}
 		for _, kv := range sp.Attributes() {
-			a0[string(kv.Key)] = kv.Value.Emit()
+			a0[string(kv.Key)] = kv.Value.String()
 		}
 		want := map[string]string{"gen_ai.operation.name": "chat", "gen_ai.request.model": spec.Model, "gen_ai.provider.name": "openai",
 			"gen_ai.usage.input_tokens": "77", "gen_ai.usage.output_tokens": "11", "journey.usage.cost_usd": "9.9e-05"}
