@@ -64,9 +64,10 @@ test-unit: ## Unit tests that need no control plane.
 	$(GO) test ./api/... ./internal/engine/... ./internal/agent/... ./internal/expr/...
 
 # The packages with concurrency (reconcilers and their managers, agent pipelines, the
-# plugin's watch, the harness's chat server, the short reliability run) run under the
-# race detector; the others run once without it. Nothing runs twice.
-RACE_PKGS ?= ./internal/controller/... ./internal/agent/... ./internal/plugin/... ./internal/testenv/... ./test/reliability/...
+# plugin's watch, the harness's chat server, the trace export queue, the short
+# reliability run) run under the race detector; the others run once without it.
+# Nothing runs twice.
+RACE_PKGS ?= ./internal/controller/... ./internal/agent/... ./internal/plugin/... ./internal/testenv/... ./internal/tracing/... ./test/reliability/...
 
 .PHONY: test
 test: envtest chromium vet lint ## The whole test suite: lint, unit, envtest, browser (headless Chromium), e2e with kubectl; concurrent packages under -race.

@@ -250,6 +250,25 @@ type SessionStatus struct {
 	// completionTime is when the Session reached a terminal phase.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// traceContext is the OpenTelemetry trace of the Session, set at its first step when
+	// the manager runs with tracing: every later step, on any replica and after any
+	// restart, is a span of this trace under the Session's root span.
+	// +optional
+	TraceContext *TraceContext `json:"traceContext,omitempty"`
+}
+
+// TraceContext identifies a Session's trace and its root span, in W3C trace context
+// form.
+type TraceContext struct {
+	// traceID is the trace's id: 32 lowercase hexadecimal digits.
+	// +required
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{32}$`
+	TraceID string `json:"traceID"`
+	// spanID is the Session's root span: 16 lowercase hexadecimal digits. Each step's
+	// span is its child.
+	// +required
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{16}$`
+	SpanID string `json:"spanID"`
 }
 
 // TurnTrigger is what started a turn.
@@ -339,6 +358,12 @@ type EffectRecord struct {
 	// result is the agent's answer.
 	// +required
 	Result AgentResult `json:"result"`
+	// spanID is the span, in the Session's trace (status.traceContext), of the step that
+	// obtained the answer, when the manager runs with tracing: the span of the step that
+	// applies the answer links to it.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{16}$`
+	SpanID string `json:"spanID,omitempty"`
 }
 
 // AgentResult is an agent's answer, as journaled. Only the fields of its kind are set.

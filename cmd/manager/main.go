@@ -2,10 +2,12 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,6 +23,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/controller"
+	"github.com/journeyops/journey-operator/internal/tracing"
 	"github.com/journeyops/journey-operator/internal/webhook"
 )
 
@@ -30,6 +33,7 @@ type flags struct {
 	shardSelector, watchNamespaces  string
 	leaderElect, secureMetrics      bool
 	enableWebhooks                  bool
+	tracing, traceContent           bool
 	concurrency                     int
 	qps                             float64
 	burst                           int
@@ -47,6 +51,8 @@ func (f *flags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces whose Journeys, Pathways and Sessions this manager runs (empty: every namespace). With a list, the manager needs Roles in those namespaces only, not a ClusterRole.")
 	fs.Float64Var(&f.qps, "kube-api-qps", 200, "Client queries per second to the API server, per resource type (each step writes one Session status).")
 	fs.IntVar(&f.burst, "kube-api-burst", 400, "Client burst to the API server, per resource type.")
+	fs.BoolVar(&f.tracing, "tracing", false, "Record an OpenTelemetry trace per Session, exported over OTLP/HTTP as the standard OTEL_EXPORTER_OTLP_* variables say (endpoint, headers, timeout). Off: no spans, no cost.")
+	fs.BoolVar(&f.traceContent, "trace-content", false, "With --tracing, record message and answer text in spans (off: only names, numbers and decisions). API keys are never recorded.")
 }
 
 // parseNamespaces reads --watch-namespaces: nil (every namespace) for an empty list,
@@ -120,24 +126,55 @@ func main() {
 		log.Error(err, "Unable to create manager")
 		os.Exit(1)
 	}
-	if err := setup(mgr, f, shard); err != nil {
+	ctx := ctrl.SetupSignalHandler()
+	traces, err := startTracing(ctx, f)
+	if err != nil {
+		log.Error(err, "Unable to set up tracing")
+		os.Exit(1)
+	}
+	if err := setup(mgr, f, shard, traces); err != nil {
 		log.Error(err, "Unable to set up the manager")
 		os.Exit(1)
 	}
 
-	log.Info("Starting manager", "watchNamespaces", f.watchNamespaces)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	log.Info("Starting manager", "watchNamespaces", f.watchNamespaces, "tracing", f.tracing)
+	err = mgr.Start(ctx)
+	if err != nil {
 		log.Error(err, "Manager stopped with an error")
+	}
+	shutdownTracing(traces)
+	if err != nil {
 		os.Exit(1)
 	}
 }
 
+// startTracing returns the trace provider of --tracing, nil when tracing is off.
+func startTracing(ctx context.Context, f flags) (*tracing.Provider, error) {
+	if !f.tracing {
+		if f.traceContent {
+			ctrl.Log.WithName("setup").Info("--trace-content has no effect without --tracing")
+		}
+		return nil, nil
+	}
+	return tracing.New(ctx, tracing.Options{Content: f.traceContent})
+}
+
+// shutdownTracing exports the spans still queued, for a few seconds at most.
+func shutdownTracing(p *tracing.Provider) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Shutdown(ctx); err != nil {
+		ctrl.Log.WithName("setup").Error(err, "Traces not all exported at shutdown")
+	}
+}
+
 // setup registers the controllers, the webhooks when enabled, and the health checks.
-func setup(mgr ctrl.Manager, f flags, shard labels.Selector) error {
+func setup(mgr ctrl.Manager, f flags, shard labels.Selector, traces *tracing.Provider) error {
 	if err := controller.Setup(mgr, controller.Options{
 		Advance:                 controller.AdvanceMode(f.advance),
 		MaxConcurrentReconciles: f.concurrency,
 		ShardSelector:           shard,
+		Tracing:                 traces,
 	}); err != nil {
 		return fmt.Errorf("controllers: %w", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/journeyops/journey-operator/internal/revision"
 	"github.com/journeyops/journey-operator/internal/session"
 	"github.com/journeyops/journey-operator/internal/tools"
+	"github.com/journeyops/journey-operator/internal/tracing"
 )
 
 // indexJourneyRef indexes Sessions by the Journey they run.
@@ -61,6 +62,8 @@ type SessionReconciler struct {
 	MaxConcurrentReconciles int
 	// Shard, when set, limits the reconciler to the Sessions whose labels match it.
 	Shard labels.Selector
+	// Tracing, when set, records a trace per Session.
+	Tracing *tracing.Provider
 
 	snapshots *revision.Cache
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/journeyops/journey-operator/internal/agent"
 	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/session"
+	"github.com/journeyops/journey-operator/internal/tracing"
 )
 
 // terminalRetry is how often a Session stalled by a terminal agent error tries again.
@@ -39,6 +40,8 @@ type sessionStep struct {
 	stall, message string
 	// then is how the reconcile ends when the step did not advance the Session.
 	then outcome
+	// trace records the step's span once its status is written (nil: not traced).
+	trace *tracing.Step
 }
 
 // step computes the Session's next status: the Journey revision it runs on (pinned at
@@ -66,6 +69,7 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 		return sessionStep{then: failed(err)}
 	}
 	loop := session.Loop{Performer: r.performer(s.Namespace), StallRetry: terminalRetry}
+	ctx, tr := r.Tracing.Begin(ctx, s)
 	res, err := loop.Step(ctx, snap, session.Input{Generation: s.Generation, Input: engine.Input{
 		Spec: &s.Spec, Status: &s.Status, Now: now,
 		SessionName: s.Name, SessionUID: string(s.UID), CreationTime: s.CreationTimestamp.Time,
@@ -73,7 +77,8 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 	if err != nil {
 		return sessionStep{then: failed(err)}
 	}
-	st := sessionStep{status: res.Status, step: res.Outcome}
+	tr.Result(res.Status, res.Outcome != session.Unchanged, string(res.Outcome), effectKind(res.Effect), res.Err)
+	st := sessionStep{status: res.Status, step: res.Outcome, trace: tr}
 	switch res.Outcome {
 	case session.AgentRetry:
 		// Nothing is journaled: the next attempt repeats the same step.
@@ -105,6 +110,7 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 		// On a conflict someone wrote first: the step is dropped, nothing was applied.
 		return out
 	}
+	st.trace.End()
 	switch st.step {
 	case session.Unchanged:
 		stepsTotal.WithLabelValues(journey, "blocked").Inc()
@@ -215,4 +221,12 @@ func (r *SessionReconciler) perform(ctx context.Context, namespace string, eff *
 		agentTokens.WithLabelValues(provider, "completion").Add(float64(u.CompletionTokens))
 	}
 	return resp, err
+}
+
+// effectKind is the kind of eff, "" for none.
+func effectKind(eff *engine.Effect) string {
+	if eff == nil {
+		return ""
+	}
+	return string(eff.Kind)
 }

@@ -14,6 +14,7 @@ import (
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/revision"
 	"github.com/journeyops/journey-operator/internal/tools"
+	"github.com/journeyops/journey-operator/internal/tracing"
 )
 
 // Options configure the controllers.
@@ -31,6 +32,8 @@ type Options struct {
 	// Tools calls tools and lists tool servers; nil means a tools.Caller reading header
 	// Secrets through the manager's API reader.
 	Tools *tools.Caller
+	// Tracing, when set, records a trace per Session (nil: no tracing, no cost).
+	Tracing *tracing.Provider
 }
 
 // DefaultLeaderElectionID is the lease of an unsharded manager.
@@ -95,5 +98,6 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Advance:                 opts.Advance,
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		Shard:                   opts.ShardSelector,
+		Tracing:                 opts.Tracing,
 	}).SetupWithManager(mgr)
 }

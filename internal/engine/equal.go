@@ -56,7 +56,8 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 		}) &&
 		a.ObservedGeneration == b.ObservedGeneration &&
 		timeEqual(a.StartTime, b.StartTime) &&
-		timeEqual(a.CompletionTime, b.CompletionTime)
+		timeEqual(a.CompletionTime, b.CompletionTime) &&
+		(a.TraceContext == nil) == (b.TraceContext == nil) && (a.TraceContext == nil || *a.TraceContext == *b.TraceContext)
 }
 
 func jsonEqual(a, b *apiextensionsv1.JSON) bool {
@@ -104,7 +105,8 @@ func effectEqual(a, b *flowv1.EffectRecord) bool {
 		x.Intent == y.Intent && x.Destination == y.Destination && x.Confidence == y.Confidence && x.Reasoning == y.Reasoning &&
 		x.Reply == y.Reply && jsonEqual(x.Outputs, y.Outputs) && x.ResultType == y.ResultType &&
 		(x.Complete == nil) == (y.Complete == nil) && (x.Complete == nil || *x.Complete == *y.Complete) &&
-		x.Usage == y.Usage && (x.Failure == nil) == (y.Failure == nil) && (x.Failure == nil || *x.Failure == *y.Failure)
+		x.Usage == y.Usage && (x.Failure == nil) == (y.Failure == nil) && (x.Failure == nil || *x.Failure == *y.Failure) &&
+		a.SpanID == b.SpanID
 }
 
 func outcomeEqual(a, b *flowv1.TurnOutcome) bool {

@@ -371,6 +371,16 @@ func TestHistoryAndWatchOnCluster(t *testing.T) {
 		st.Phase, st.CurrentPathway, st.Iteration, st.Confidence = flowv1alpha1.PhaseWaitingForInput, "booking", 1, "0.9"
 		st.History = []flowv1alpha1.HistoryEntry{{Time: at, From: "intake", To: "booking", Action: flowv1alpha1.ActionAdvance, Source: flowv1alpha1.SourceNext, Iteration: 1}}
 	})
+	if _, _, err := kubectlJourney(ctx, "history", "hist", "--trace"); err == nil || !strings.Contains(err.Error(), "has no trace") {
+		t.Errorf("history --trace of an untraced Session: %v", err)
+	}
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	setStatus(t, "hist", func(st *flowv1alpha1.SessionStatus) {
+		st.TraceContext = &flowv1alpha1.TraceContext{TraceID: traceID, SpanID: "00f067aa0ba902b7"}
+	})
+	if out, _, err := kubectlJourney(ctx, "history", "hist", "--trace"); err != nil || out != traceID+"\n" {
+		t.Errorf("history --trace: %q, %v; want the trace id", out, err)
+	}
 	out, _, err := kubectlJourney(ctx, "history", "hist")
 	if err != nil {
 		t.Fatal(err)

@@ -18,11 +18,15 @@ const historyExample = `  # The transitions a Session took, oldest first
   kubectl journey history patient-12345
 
   # With step, iteration, rule name and message id
-  kubectl journey history patient-12345 -o wide`
+  kubectl journey history patient-12345 -o wide
+
+  # The Session's OpenTelemetry trace id, to open the trace in a tracing UI
+  kubectl journey history patient-12345 --trace`
 
 type historyOptions struct {
 	*Options
 	output string
+	trace  bool
 }
 
 func newHistoryCommand(o *Options) *cobra.Command {
@@ -35,7 +39,10 @@ happened, between which pathways, what it meant (ACTION), who decided it (SOURCE
 which confidence, and why.
 
 status.history keeps the last limits.maxHistory transitions; the full audit trail is the
-Session's Events (kubectl events --for session/NAME).`,
+Session's Events (kubectl events --for session/NAME).
+
+With --trace, print only the id of the Session's OpenTelemetry trace (status.traceContext),
+which every step of the Session belongs to when the manager runs with --tracing.`,
 		Example: historyExample,
 		Args:    exactArgs(1, "SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -43,6 +50,7 @@ Session's Events (kubectl events --for session/NAME).`,
 		},
 	}
 	cmd.Flags().StringVarP(&ho.output, "output", "o", "", "Output format: '' (table) or wide")
+	cmd.Flags().BoolVar(&ho.trace, "trace", false, "Print the Session's trace id instead of the transitions")
 	return cmd
 }
 
@@ -60,6 +68,14 @@ func (ho *historyOptions) run(ctx context.Context, name string) error {
 	}
 	s, err := ho.getSession(ctx, c, key)
 	if err != nil {
+		return err
+	}
+	if ho.trace {
+		tc := s.Status.TraceContext
+		if tc == nil {
+			return fmt.Errorf("session/%s in namespace %s has no trace: the manager records traces only with --tracing", name, key.Namespace)
+		}
+		_, err := fmt.Fprintln(ho.Out, tc.TraceID)
 		return err
 	}
 	if len(s.Status.History) == 0 {

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -115,6 +116,9 @@ func (l *Loop) Step(ctx context.Context, snap *engine.Snapshot, in Input) (Resul
 		rec := ans.Record.DeepCopy()
 		if rec == nil {
 			rec = eff.Record(in.SessionUID, status.Step, ans.Response, ans.Err)
+			if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+				rec.SpanID = sc.SpanID().String() // the traced step that obtained it
+			}
 		}
 		journal(status, rec, snap.Journey().Limits.MaxJournal, in.Now)
 		res.Outcome = Performed

@@ -308,7 +308,7 @@ func TestChartValuesReachTheManager(t *testing.T) {
 		args = append(args, fmt.Sprint(a))
 	}
 	for _, want := range []string{"--leader-elect=false", "--max-concurrent-reconciles=8", "--shard-selector=journey.dev/shard=a",
-		"--kube-api-qps=50", "--kube-api-burst=100", "--watch-namespaces=team-a"} {
+		"--kube-api-qps=50", "--kube-api-burst=100", "--watch-namespaces=team-a", "--tracing"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("manager args %v lack %s", args, want)
 		}
@@ -327,5 +327,8 @@ func TestChartValuesReachTheManager(t *testing.T) {
 	pc := nested(t, plain.get(t, "Deployment", clusterNS, "jo-journey-operator-controller-manager"), "spec", "template", "spec", "containers").([]any)[0].(map[string]any)
 	if _, ok := pc["env"]; ok {
 		t.Errorf("no tracing endpoint, yet env %v", pc["env"])
+	}
+	if slices.Contains(pc["args"].([]any), any("--tracing")) {
+		t.Errorf("no tracing endpoint, yet args %v", pc["args"])
 	}
 }

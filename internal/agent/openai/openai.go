@@ -190,10 +190,10 @@ func sleepContext(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// complete asks c, retrying transient failures and, for an Auto agent, stepping down
-// the response-format ladder when the endpoint refuses a format. On success the
+// completeLadder asks c, retrying transient failures and, for an Auto agent, stepping
+// down the response-format ladder when the endpoint refuses a format. On success the
 // response has at least one choice.
-func (a *Agent) complete(ctx context.Context, c call) (goopenai.ChatCompletionResponse, error) {
+func (a *Agent) completeLadder(ctx context.Context, c call) (goopenai.ChatCompletionResponse, error) {
 	r := rungOf(a.format)
 	if a.format == flowv1.ResponseFormatAuto {
 		r = learned.get(endpointKey(a.baseURL, a.model))

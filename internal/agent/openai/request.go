@@ -40,7 +40,7 @@ func (a *Agent) request(c call, r rung) goopenai.ChatCompletionRequest {
 	if a.completionTokensField {
 		req.MaxCompletionTokens = a.maxTokens
 	} else {
-		req.MaxTokens = a.maxTokens //nolint:staticcheck // most OpenAI-compatible servers read max_tokens only
+		req.MaxTokens = a.maxTokens //nolint:staticcheck // max_tokens is the field most OpenAI-compatible servers read
 	}
 	return req
 }
@@ -106,6 +106,15 @@ func WorstCaseCost(spec flowv1.AgentSpec, promptChars int) float64 {
 // servers and proxies omit it) is estimated from the lengths of the prompt and the
 // answer and flagged, rather than counted as free.
 func (a *Agent) usage(resp goopenai.ChatCompletionResponse, c call) agent.Usage {
+	u := a.measure(resp, c)
+	if u.Estimated {
+		usageEstimated.WithLabelValues(host(a.baseURL), a.model).Inc()
+	}
+	return u
+}
+
+// measure is usage without counting estimates in the metric.
+func (a *Agent) measure(resp goopenai.ChatCompletionResponse, c call) agent.Usage {
 	u := agent.Usage{PromptTokens: int64(resp.Usage.PromptTokens), CompletionTokens: int64(resp.Usage.CompletionTokens)}
 	if u.PromptTokens == 0 && u.CompletionTokens == 0 && resp.Usage.TotalTokens == 0 && len(resp.Choices) > 0 {
 		chars := len(c.system) + len(c.schema())
@@ -115,7 +124,6 @@ func (a *Agent) usage(resp goopenai.ChatCompletionResponse, c call) agent.Usage 
 		u.PromptTokens = agent.EstimateTokens(chars)
 		u.CompletionTokens = agent.EstimateTokens(len(resp.Choices[0].Message.Content) + len(resp.Choices[0].Message.ReasoningContent))
 		u.Estimated = true
-		usageEstimated.WithLabelValues(host(a.baseURL), a.model).Inc()
 	}
 	u.CostUSD = agent.Cost(a.pricing, u)
 	return u

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+
+	"github.com/journeyops/journey-operator/internal/tracing"
 )
 
 // go-openai marshals the request struct with omitempty, so it cannot send a
@@ -32,14 +34,15 @@ type exchangeKey struct{}
 type transport struct{ base http.RoundTripper }
 
 // withTransport returns a copy of c whose transport is wrapped: c's timeout, redirect
-// policy and cookie jar are kept, and its connection pool is shared.
+// policy and cookie jar are kept, and its connection pool is shared. Below transport,
+// tracing.Transport sends the traceparent of the call's chat span, when it is traced.
 func withTransport(c *http.Client) *http.Client {
 	out := *c
 	base := c.Transport
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	out.Transport = &transport{base: base}
+	out.Transport = &transport{base: tracing.Transport(base)}
 	return &out
 }
 
