@@ -216,7 +216,8 @@ type SessionStatus struct {
 	// contextVersion increments on every context change.
 	// +optional
 	ContextVersion int64 `json:"contextVersion,omitempty"`
-	// contextHistory keeps the last context versions, for audit and rollback.
+	// contextHistory keeps the last context versions (deltas: what each change added or
+	// replaced), for audit and rollback, bounded in count and in bytes.
 	// +optional
 	// +listType=atomic
 	ContextHistory []ContextVersion `json:"contextHistory,omitempty"`
@@ -540,12 +541,19 @@ type ContextVersion struct {
 	// +optional
 	// +listType=atomic
 	Keys []string `json:"keys,omitempty"`
-	// previous holds the previous values of the changed keys (null for a key that was absent),
-	// so the context can be rolled back to an earlier version.
+	// previous holds the values the change replaced or removed (null for a key that was
+	// absent). A key whose list the change appended to is in appended instead.
 	// +optional
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
 	Previous *apiextensionsv1.JSON `json:"previous,omitempty"`
+	// appended holds, for each list key the change appended to, the items it added: the
+	// list before the change is the list after it without them. With previous, a version
+	// is a delta, so the context at any kept version can be rebuilt from the current one.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Appended *apiextensionsv1.JSON `json:"appended,omitempty"`
 }
 
 // HistoryEntry records one transition.
