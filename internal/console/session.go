@@ -61,7 +61,7 @@ func (s *Server) sessionPage(w http.ResponseWriter, r *http.Request) {
 		v.Pending = &a
 	}
 	for i, m := range ss.Spec.Messages {
-		v.Messages = append(v.Messages, messageView{m.ID, m.Text, int32(i) < ss.Status.ProcessedMessages})
+		v.Messages = append(v.Messages, messageView{m.ID, m.Text, ss.Spec.MessagesDropped+int32(i) < ss.Status.ProcessedMessages})
 	}
 	for _, cv := range ss.Status.ContextHistory {
 		v.Versions = append(v.Versions, versionView{cv.Version, cv.Pathway, strings.Join(cv.Keys, ", "), compactJSON(cv.Previous), compactJSON(cv.Appended)})

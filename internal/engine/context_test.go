@@ -219,3 +219,31 @@ func TestHistoryIsBoundedByBytes(t *testing.T) {
 		t.Errorf("the newest entry was dropped: %d entries", len(h))
 	}
 }
+
+// Processed messages dropped from the front of spec.messages (messagesDropped raised
+// by as many) change nothing: message numbers count from the first message ever sent,
+// so each message is processed exactly once.
+func TestDroppedMessagesAreProcessedOnce(t *testing.T) {
+	d := conversation()
+	d.p["chat"].Accumulate = []string{"notes"}
+	d.p["chat"].Builtin.Outputs = []flowv1.BuiltinOutput{{Name: "notes", Expression: `[message]`}}
+	s := newSession(t, d)
+	s.say("m1", "one").say("m2", "two").say("m3", "three")
+	s.settle()
+	s.spec.Messages = s.spec.Messages[2:]
+	s.spec.MessagesDropped = 2
+	s.say("m4", "four")
+	if s.settle() == 0 {
+		t.Fatal("the new message took no step")
+	}
+	if s.st.ProcessedMessages != 4 || s.st.LastTurn.MessageID != "m4" {
+		t.Fatalf("processed %d, last turn %s", s.st.ProcessedMessages, s.st.LastTurn.MessageID)
+	}
+	if !reflect.DeepEqual(s.context()["notes"], []any{"one", "two", "three", "four"}) {
+		t.Errorf("notes %v", s.context()["notes"])
+	}
+	s.spec.Messages, s.spec.MessagesDropped = nil, 4
+	if n := s.settle(); n != 0 || s.st.ProcessedMessages != 4 {
+		t.Errorf("dropping every processed message took %d steps, processed %d", n, s.st.ProcessedMessages)
+	}
+}

@@ -255,7 +255,7 @@ func (r *run) hasWork() bool {
 	if r.external() && int(st.ProcessedOutcomes) < len(r.spec.Outcomes) {
 		return true
 	}
-	return int(st.ProcessedMessages) < len(r.spec.Messages)
+	return st.ProcessedMessages < r.spec.MessageCount()
 }
 
 // addFailure records a failure in the turn's outcome.
