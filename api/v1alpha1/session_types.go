@@ -639,7 +639,7 @@ type Usage struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // Session is one run of a journey.
-// +kubebuilder:validation:XValidation:rule="self.spec.?messagesDropped.orValue(0) <= self.?status.?processedMessages.orValue(0) - (self.?status.?turn.?trigger.orValue('') == 'Message' ? 1 : 0)",message="spec.messagesDropped is past the processed messages (status.processedMessages, less the message of a turn in progress): only processed messages can be dropped from spec.messages; keep the pending ones"
+// +kubebuilder:validation:XValidation:rule="self.spec.?messagesDropped.orValue(0) <= self.?status.?processedMessages.orValue(0) - (self.?status.?turn.?trigger.orValue('None') == 'Message' ? 1 : 0)",message="spec.messagesDropped is past the processed messages (status.processedMessages, less the message of a turn in progress): only processed messages can be dropped from spec.messages; keep the pending ones"
 type Session struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -211,7 +211,6 @@ func validateMessageID(id string) error {
 	return nil
 }
 
-
 // replyReady reports whether waiting for message id is over: the Session processed it
 // and stopped running, reached a terminal phase, or is stalled on a spec at least as new
 // as generation gen (the one that carries the message).
