@@ -142,6 +142,12 @@ BENCH_SESSIONS ?= 100,1000
 BENCH_ADVANCE ?= watch,requeue
 BENCH_FLAGS ?=
 
+comma := ,
+
+.PHONY: bench-long
+bench-long: envtest ## Long-conversation bench: 1 and 100 Sessions taking 5,000 messages each; size, latency and CPU per turn at 10, 100, 1,000, 5,000.
+	KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" $(GO) run ./test/bench -long $(or $(BENCH_LONG),5000) -long-sessions $(or $(BENCH_LONG_SESSIONS),1$(comma)100) $(BENCH_FLAGS)
+
 .PHONY: bench
 bench: envtest ## End-to-end bench on a local control plane: steps/s, turn latency, heap per Session (not in make test).
 	KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" $(GO) run ./test/bench -sessions $(BENCH_SESSIONS) -advance $(BENCH_ADVANCE) $(BENCH_FLAGS)

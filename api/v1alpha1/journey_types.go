@@ -392,10 +392,12 @@ type Limits struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="sessionTimeout must be a positive duration such as 30m or 24h"
 	SessionTimeout *metav1.Duration `json:"sessionTimeout,omitempty"`
 	// maxContextBytes caps the JSON size of the context. Exceeding it is an error,
-	// never a silent truncation. Defaults to 262144.
+	// never a silent truncation. Defaults to 49152 (48 KiB). A Session's stored size
+	// grows with it (see docs/PERFORMANCE.md, "Session size"): at the maximum a Session
+	// may take about 1.3 MiB, under etcd's request limit.
 	// +optional
 	// +kubebuilder:validation:Minimum=1024
-	// +kubebuilder:validation:Maximum=1048576
+	// +kubebuilder:validation:Maximum=524288
 	MaxContextBytes int32 `json:"maxContextBytes,omitempty"`
 	// maxHistory is how many transitions status.history keeps. Defaults to 50.
 	// +optional

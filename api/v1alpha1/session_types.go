@@ -6,8 +6,12 @@ import (
 )
 
 // SessionSpec is one user's run through a journey: the messages, External outcomes and
-// approvals sent to it. Messages, outcomes and approvals are append-only.
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.messages) || has(self.messages)",fieldPath=".messages",message="messages are append-only: they cannot be removed"
+// approvals sent to it. Messages, outcomes and approvals are append-only, except that
+// processed messages may be dropped from the front of spec.messages (see messagesDropped).
+// +kubebuilder:validation:XValidation:rule="(has(self.messagesDropped) ? self.messagesDropped : 0) >= (has(oldSelf.messagesDropped) ? oldSelf.messagesDropped : 0)",fieldPath=".messagesDropped",message="messagesDropped cannot decrease: dropped messages cannot come back"
+// +kubebuilder:validation:XValidation:rule="(has(self.messages) ? size(self.messages) : 0) + (has(self.messagesDropped) ? self.messagesDropped : 0) >= (has(oldSelf.messages) ? size(oldSelf.messages) : 0) + (has(oldSelf.messagesDropped) ? oldSelf.messagesDropped : 0)",fieldPath=".messages",message="messages are append-only: a message leaves spec.messages only once processed, dropped from the front with messagesDropped raised by as many"
+// +kubebuilder:validation:XValidation:rule="((has(self.messagesDropped) ? self.messagesDropped : 0) - (has(oldSelf.messagesDropped) ? oldSelf.messagesDropped : 0)) <= (has(oldSelf.messages) ? size(oldSelf.messages) : 0)",fieldPath=".messagesDropped",message="messagesDropped may only grow by the number of messages removed from the front of spec.messages"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.messages) || oldSelf.messages.all(i, m, i < ((has(self.messagesDropped) ? self.messagesDropped : 0) - (has(oldSelf.messagesDropped) ? oldSelf.messagesDropped : 0)) || !has(self.messages) || i - ((has(self.messagesDropped) ? self.messagesDropped : 0) - (has(oldSelf.messagesDropped) ? oldSelf.messagesDropped : 0)) >= size(self.messages) || self.messages[i - ((has(self.messagesDropped) ? self.messagesDropped : 0) - (has(oldSelf.messagesDropped) ? oldSelf.messagesDropped : 0))] == m)",fieldPath=".messages",message="messages are append-only: existing messages cannot change or move, new ones go at the end; to drop processed messages, remove them from the front and raise messagesDropped by as many"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.outcomes) || has(self.outcomes)",fieldPath=".outcomes",message="outcomes are append-only: they cannot be removed"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.approvals) || has(self.approvals)",fieldPath=".approvals",message="approvals are append-only: they cannot be removed"
 // +kubebuilder:validation:XValidation:rule="has(self.initialContext) == has(oldSelf.initialContext)",fieldPath=".initialContext",message="initialContext is immutable"
@@ -26,14 +30,29 @@ type SessionSpec struct {
 	InitialContext *apiextensionsv1.JSON `json:"initialContext,omitempty"`
 
 	// messages are the user's messages, processed in order, each exactly once.
-	// Append-only: existing entries cannot change, move or vanish.
+	// Append-only: existing entries cannot change or move. A processed prefix may be
+	// dropped, in the same update that raises messagesDropped by as many (kubectl
+	// journey say does this in the patch that appends). Their text, ids and 24 bytes
+	// per message add up to at most 32 KiB: past that an update is refused, and the
+	// sender drops processed messages or waits until pending ones are processed.
 	// +optional
 	// +listType=map
 	// +listMapKey=id
 	// +kubebuilder:validation:MaxItems=1000
-	// +kubebuilder:validation:XValidation:rule="size(self) >= size(oldSelf)",message="messages are append-only: existing messages cannot be removed"
-	// +kubebuilder:validation:XValidation:rule="oldSelf.all(i, m, i >= size(self) || self[i] == m)",message="messages are append-only: existing messages cannot change or move, new ones go at the end"
+	// +kubebuilder:validation:XValidation:rule="self.map(m, size(m.text) + size(m.id) + 24).sum() <= 32768",message="spec.messages would hold more than 32 KiB (text, ids and 24 bytes a message): drop the processed messages from the front of spec.messages and raise spec.messagesDropped by as many (kubectl journey say does), or wait until the Session has processed the pending ones"
 	Messages []Message `json:"messages,omitempty"`
+
+	// messagesDropped is how many processed messages have been dropped from the front of
+	// spec.messages: spec.messages[i] is message messagesDropped+i of the conversation,
+	// counted from 0, and status.processedMessages counts from the same origin, so each
+	// message is processed exactly once however many are dropped. It only grows, by the
+	// number of messages removed from the front in the same update, and never past
+	// status.processedMessages (less the message of a turn still in progress): a message
+	// that was not processed cannot be dropped.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
+	MessagesDropped int32 `json:"messagesDropped,omitempty"`
 
 	// outcomes are results posted by External executors.
 	// +optional
@@ -176,7 +195,9 @@ type SessionStatus struct {
 	// retries counts Retry actions per pathway in the current iteration.
 	// +optional
 	Retries map[string]int32 `json:"retries,omitempty"`
-	// processedMessages is how many of spec.messages have been processed.
+	// processedMessages is how many messages of the conversation have been processed (or
+	// are being processed, by the turn in progress), counted from the first message ever
+	// sent: dropping processed messages from spec.messages does not change it.
 	// +optional
 	ProcessedMessages int32 `json:"processedMessages,omitempty"`
 	// processedOutcomes is how many of spec.outcomes have been looked at.
@@ -216,7 +237,8 @@ type SessionStatus struct {
 	// contextVersion increments on every context change.
 	// +optional
 	ContextVersion int64 `json:"contextVersion,omitempty"`
-	// contextHistory keeps the last context versions, for audit and rollback.
+	// contextHistory keeps the last context versions (deltas: what each change added or
+	// replaced), for audit and rollback, bounded in count and in bytes.
 	// +optional
 	// +listType=atomic
 	ContextHistory []ContextVersion `json:"contextHistory,omitempty"`
@@ -593,12 +615,19 @@ type ContextVersion struct {
 	// +optional
 	// +listType=atomic
 	Keys []string `json:"keys,omitempty"`
-	// previous holds the previous values of the changed keys (null for a key that was absent),
-	// so the context can be rolled back to an earlier version.
+	// previous holds the values the change replaced or removed (null for a key that was
+	// absent). A key whose list the change appended to is in appended instead.
 	// +optional
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
 	Previous *apiextensionsv1.JSON `json:"previous,omitempty"`
+	// appended holds, for each list key the change appended to, the items it added: the
+	// list before the change is the list after it without them. With previous, a version
+	// is a delta, so the context at any kept version can be rebuilt from the current one.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Appended *apiextensionsv1.JSON `json:"appended,omitempty"`
 }
 
 // HistoryEntry records one transition.
@@ -663,6 +692,7 @@ type Usage struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // Session is one run of a journey.
+// +kubebuilder:validation:XValidation:rule="self.spec.?messagesDropped.orValue(0) <= self.?status.?processedMessages.orValue(0) - (self.?status.?turn.?trigger.orValue('None') == 'Message' ? 1 : 0)",message="spec.messagesDropped is past the processed messages (status.processedMessages, less the message of a turn in progress): only processed messages can be dropped from spec.messages; keep the pending ones"
 type Session struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -39,7 +39,8 @@ type messageView struct {
 type versionView struct {
 	Version       int64
 	Pathway, Keys string
-	Previous      string
+	// Previous is what the change replaced, Appended what it added to lists.
+	Previous, Appended string
 }
 
 func (s *Server) sessionPage(w http.ResponseWriter, r *http.Request) {
@@ -60,10 +61,10 @@ func (s *Server) sessionPage(w http.ResponseWriter, r *http.Request) {
 		v.Pending = &a
 	}
 	for i, m := range ss.Spec.Messages {
-		v.Messages = append(v.Messages, messageView{m.ID, m.Text, int32(i) < ss.Status.ProcessedMessages})
+		v.Messages = append(v.Messages, messageView{m.ID, m.Text, ss.Spec.MessagesDropped+int32(i) < ss.Status.ProcessedMessages})
 	}
 	for _, cv := range ss.Status.ContextHistory {
-		v.Versions = append(v.Versions, versionView{cv.Version, cv.Pathway, strings.Join(cv.Keys, ", "), compactJSON(cv.Previous)})
+		v.Versions = append(v.Versions, versionView{cv.Version, cv.Pathway, strings.Join(cv.Keys, ", "), compactJSON(cv.Previous), compactJSON(cv.Appended)})
 	}
 	for _, h := range ss.Status.History {
 		if len(v.Path) == 0 && h.From != "" {

@@ -27,17 +27,15 @@ var eventsDropped = prometheus.NewCounter(prometheus.CounterOpts{
 // eventQueue is how many Events may wait to be written.
 const eventQueue = 4096
 
-// eventWait is how long a step waits for room in a full queue before it drops its Event.
-const eventWait = time.Second
-
 // eventWriter is the Session controller's events.k8s.io recorder. client-go's event
 // broadcaster keeps every Event it sent in memory for six minutes to fold repeats into
-// a series; a Session's Events (one per transition) almost never repeat, so on a busy
-// manager that cache held more memory than the Sessions themselves. eventWriter writes
-// each Event once, from a bounded queue. When the queue is full the step that emits
-// waits for room (so Sessions slow down to what the API server takes, rather than
-// lose Events), up to eventWait; past that the Event is dropped and counted, as the
-// broadcaster drops when its own queue is full.
+// a series; a Session's Events (transitions and phase changes, never one per step)
+// almost never repeat, so on a busy manager that cache held more memory than the
+// Sessions themselves. eventWriter writes each Event once, from a bounded queue,
+// by its own workers. A step never waits for it: when the queue is full the Event is
+// dropped and counted (journey_events_dropped_total), as the broadcaster drops when its
+// own queue is full. Events are a notification; status.history and the metrics are the
+// record, so a step's latency never depends on how fast Events are written.
 type eventWriter struct {
 	client     client.Client
 	scheme     *runtime.Scheme
@@ -45,7 +43,6 @@ type eventWriter struct {
 	instance   string
 	queue      chan *eventsv1.Event
 	workers    int
-	wait       time.Duration
 }
 
 var _ events.EventRecorder = (*eventWriter)(nil)
@@ -57,10 +54,11 @@ func newEventWriter(c client.Client, scheme *runtime.Scheme, controller string) 
 		instance = instance[:128]
 	}
 	return &eventWriter{client: c, scheme: scheme, controller: controller, instance: instance,
-		queue: make(chan *eventsv1.Event, eventQueue), workers: 16, wait: eventWait}
+		queue: make(chan *eventsv1.Event, eventQueue), workers: 16}
 }
 
-// Eventf queues an Event about regarding, waiting up to w.wait for room.
+// Eventf queues an Event about regarding, or drops it when the queue is full: it never
+// blocks.
 func (w *eventWriter) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	ref, err := reference.GetReference(w.scheme, regarding)
 	if err != nil {
@@ -91,14 +89,7 @@ func (w *eventWriter) Eventf(regarding, related runtime.Object, eventtype, reaso
 	}
 	select {
 	case w.queue <- e:
-		return
 	default:
-	}
-	t := time.NewTimer(w.wait)
-	defer t.Stop()
-	select {
-	case w.queue <- e:
-	case <-t.C:
 		eventsDropped.Inc()
 	}
 }

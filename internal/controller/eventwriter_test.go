@@ -22,7 +22,7 @@ func TestEventWriterWritesEventsAndDropsOverflow(t *testing.T) {
 	create(t, s)
 
 	w := newEventWriter(k8sClient, scheme, "session-controller")
-	w.queue, w.wait = make(chan *eventsv1.Event, 2), 50*time.Millisecond
+	w.queue = make(chan *eventsv1.Event, 2) // no worker runs yet: a blocking Eventf would hang here
 	dropped := droppedEvents(t)
 	w.Eventf(s, nil, "Normal", "Advance", "Step", "intake -> %s", "booking")
 	w.Eventf(s, nil, "Warning", "TurnFailed", "Step", "%s", strings.Repeat("é", 800)) // over the 1 kB note limit

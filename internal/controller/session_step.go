@@ -29,6 +29,10 @@ import (
 // watched.
 const terminalRetry = 5 * time.Minute
 
+// pureSteps is how many steps that call no agent a reconcile takes after its first
+// one before it writes the status (see session.Loop.PureSteps).
+const pureSteps = 16
+
 // sessionStep is what one reconcile of a Session computed: the status to write, and
 // how the reconcile ends once it is written.
 type sessionStep struct {
@@ -68,7 +72,7 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 	if err != nil {
 		return sessionStep{then: failed(err)}
 	}
-	loop := session.Loop{Performer: r.performer(s.Namespace), StallRetry: terminalRetry}
+	loop := session.Loop{Performer: r.performer(s.Namespace), StallRetry: terminalRetry, PureSteps: pureSteps}
 	ctx, tr := r.Tracing.Begin(ctx, s)
 	res, err := loop.Step(ctx, snap, session.Input{Generation: s.Generation, Input: engine.Input{
 		Spec: &s.Spec, Status: &s.Status, Now: now,

@@ -25,8 +25,9 @@ func (r *run) context() map[string]any {
 }
 
 // commitContext makes next the context, keys being the top-level keys that may have
-// changed. It records a context version with the previous values of the keys that did
-// change, or fails with errContextTooLarge, leaving the context unchanged.
+// changed. It records a context version holding what the change did (a delta, never
+// the whole previous context), or fails with errContextTooLarge, leaving the context
+// unchanged.
 func (r *run) commitContext(next map[string]any, keys []string, pathway string) error {
 	st := r.st
 	base := r.context()
@@ -34,10 +35,29 @@ func (r *run) commitContext(next map[string]any, keys []string, pathway string) 
 	if size > r.snap.lim.contextBytes {
 		return fmt.Errorf("%w: %d bytes, over maxContextBytes %d", errContextTooLarge, size, r.snap.lim.contextBytes)
 	}
-	prev := map[string]any{}
+	v, changed := contextDelta(base, next, keys)
+	if !changed {
+		return nil
+	}
+	st.ContextVersion++
+	v.Version, v.Pathway = st.ContextVersion, pathway
+	st.ContextHistory = append(st.ContextHistory, v)
+	r.trimContextHistory()
+	st.Context = &apiextensionsv1.JSON{Raw: appendJSON(make([]byte, 0, size), next)}
+	r.ctx = next
+	return nil
+}
+
+// contextDelta is the version that takes base to next, looking at keys: a list that
+// grew by appending records only the items appended (in appended); any other change
+// records the value it replaced (in previous, null for a key that was absent). Either
+// way the previous context is the next one with the delta undone (see undo), and a
+// version costs what the change added, not the size of the context.
+func contextDelta(base, next map[string]any, keys []string) (flowv1.ContextVersion, bool) {
+	prev, added := map[string]any{}, map[string]any{}
 	var changed []string
 	for _, k := range keys {
-		if _, seen := prev[k]; seen {
+		if slices.Contains(changed, k) {
 			continue
 		}
 		old, had := base[k]
@@ -45,35 +65,71 @@ func (r *run) commitContext(next map[string]any, keys []string, pathway string) 
 		if had == has && equalValues(old, nv) {
 			continue
 		}
-		prev[k] = old
 		changed = append(changed, k)
+		if items, ok := appendedItems(old, nv); ok {
+			added[k] = items
+			continue
+		}
+		prev[k] = old
 	}
 	if len(changed) == 0 {
-		return nil
+		return flowv1.ContextVersion{}, false
 	}
 	slices.Sort(changed)
-	st.ContextVersion++
-	st.ContextHistory = append(st.ContextHistory, flowv1.ContextVersion{
-		Version: st.ContextVersion, Pathway: pathway, Keys: changed, Previous: toJSON(prev),
-	})
-	r.trimContextHistory()
-	st.Context = &apiextensionsv1.JSON{Raw: appendJSON(make([]byte, 0, size), next)}
-	r.ctx = next
-	return nil
+	v := flowv1.ContextVersion{Keys: changed}
+	if len(prev) > 0 {
+		v.Previous = toJSON(prev)
+	}
+	if len(added) > 0 {
+		v.Appended = toJSON(added)
+	}
+	return v, true
 }
 
-// trimContextHistory keeps at most MaxContextVersions versions whose previous values
-// take at most maxContextBytes in total.
+// appendedItems returns the items next adds at the end of the list old, when next is
+// old with items appended.
+func appendedItems(old, next any) ([]any, bool) {
+	o, ok1 := old.([]any)
+	n, ok2 := next.([]any)
+	if !ok1 || !ok2 || len(o) == 0 || len(n) <= len(o) {
+		return nil, false
+	}
+	for i := range o {
+		if !equalValues(o[i], n[i]) {
+			return nil, false
+		}
+	}
+	return n[len(o):], true
+}
+
+// versionBytes is what a context version costs in status.
+func versionBytes(v *flowv1.ContextVersion) int {
+	n := contextVersionOverhead + len(v.Pathway)
+	for _, k := range v.Keys {
+		n += len(k) + 3
+	}
+	if v.Previous != nil {
+		n += len(v.Previous.Raw)
+	}
+	if v.Appended != nil {
+		n += len(v.Appended.Raw)
+	}
+	return n
+}
+
+// contextVersionOverhead is a context version's JSON without its keys and values.
+const contextVersionOverhead = 64
+
+// trimContextHistory keeps at most MaxContextVersions versions, taking at most
+// ContextHistoryBytes(maxContextBytes) in total; the newest version is always kept.
 func (r *run) trimContextHistory() {
 	h := r.st.ContextHistory
+	limit := ContextHistoryBytes(r.snap.lim.contextBytes)
 	total := 0
 	keep := 0
 	for i := len(h) - 1; i >= 0 && keep < MaxContextVersions; i-- {
-		n := 0
-		if h[i].Previous != nil {
-			n = len(h[i].Previous.Raw)
-		}
-		if keep > 0 && total+n > r.snap.lim.contextBytes {
+		n := versionBytes(&h[i])
+		if keep > 0 && total+n > limit {
 			break
 		}
 		total += n
@@ -114,13 +170,21 @@ func (r *run) dropDetourContext(pathway string) {
 	_ = r.commitContext(ctx, all, st.PathwayStack[len(st.PathwayStack)-1])
 }
 
+// undo returns the context before version v, given the context after it.
 func undo(ctx map[string]any, v flowv1.ContextVersion) map[string]any {
 	prev, _ := decodeJSON(v.Previous)
+	added, _ := decodeJSON(v.Appended)
 	out := make(map[string]any, len(ctx))
 	for k, val := range ctx {
 		out[k] = val
 	}
 	for _, k := range v.Keys {
+		if items, ok := added[k].([]any); ok {
+			if list, ok := out[k].([]any); ok && len(list) >= len(items) {
+				out[k] = slices.Clone(list[:len(list)-len(items)])
+				continue
+			}
+		}
 		if p, ok := prev[k]; ok && p != nil {
 			out[k] = p
 		} else {
@@ -128,6 +192,34 @@ func undo(ctx map[string]any, v flowv1.ContextVersion) map[string]any {
 		}
 	}
 	return out
+}
+
+// ContextAt reconstructs the context at version, from the context now and its
+// recorded versions (the deltas). It fails when version is older than the oldest
+// version kept, or newer than the current one.
+func ContextAt(status *flowv1.SessionStatus, version int64) (map[string]any, error) {
+	ctx, err := decodeJSON(status.Context)
+	if err != nil {
+		return nil, err
+	}
+	if ctx == nil {
+		ctx = map[string]any{}
+	}
+	if version > status.ContextVersion || version < 0 {
+		return nil, fmt.Errorf("context version %d: the Session is at version %d", version, status.ContextVersion)
+	}
+	h := status.ContextHistory
+	oldest := status.ContextVersion
+	if len(h) > 0 {
+		oldest = h[0].Version - 1
+	}
+	if version < oldest {
+		return nil, fmt.Errorf("context version %d is no longer kept (oldest kept: %d)", version, oldest)
+	}
+	for i := len(h) - 1; i >= 0 && h[i].Version > version; i-- {
+		ctx = undo(ctx, h[i])
+	}
+	return ctx, nil
 }
 
 // accumulate merges the pathway's accumulate fields of outputs into the context. It

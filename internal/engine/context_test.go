@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -80,14 +82,28 @@ func TestContextCapAndVersions(t *testing.T) {
 	}
 	s.expect(flowv1.PhaseWaitingForInput, "chat")
 
-	// Each change is a version holding the previous values of the keys it changed (null:
-	// the key was absent), so it can be undone.
+	// Each change is a version holding a delta: the values it replaced (null: the key
+	// was absent) and, for a list it appended to, only the items it added. So it can be
+	// undone, and it costs what the change added, not the size of the context.
 	want := []flowv1.ContextVersion{
 		{Version: 1, Pathway: "chat", Keys: []string{"last", "notes"}, Previous: raw(`{"last":null,"notes":null}`)},
-		{Version: 2, Pathway: "chat", Keys: []string{"last", "notes"}, Previous: raw(`{"last":"first","notes":["first"]}`)},
+		{Version: 2, Pathway: "chat", Keys: []string{"last", "notes"}, Previous: raw(`{"last":"first"}`), Appended: raw(`{"notes":["second"]}`)},
 	}
 	if got := s.st.ContextHistory; !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("contextHistory %s, want %s", dump(got), dump(want))
+	}
+	for v, want := range map[int64]string{
+		0: `{"user":"ann"}`,
+		1: `{"last":"first","notes":["first"],"user":"ann"}`,
+		2: `{"last":"second","notes":["first","second"],"user":"ann"}`,
+	} {
+		got, err := ContextAt(s.st, v)
+		if err != nil || string(toJSON(got).Raw) != want {
+			t.Errorf("context at version %d: %s, %v; want %s", v, toJSON(got).Raw, err, want)
+		}
+	}
+	if _, err := ContextAt(s.st, 3); err == nil {
+		t.Error("a context version from the future was rebuilt")
 	}
 	// FailFast fails the Session instead.
 	d.j.ErrorRecovery = flowv1.ErrorRecoveryFailFast
@@ -111,6 +127,55 @@ func TestContextHistoryIsBounded(t *testing.T) {
 	s.settle()
 	if s.st.ContextVersion != 25 || len(s.st.ContextHistory) != MaxContextVersions || s.st.ContextHistory[0].Version != 16 {
 		t.Errorf("version %d, %d versions kept from %d", s.st.ContextVersion, len(s.st.ContextHistory), s.st.ContextHistory[0].Version)
+	}
+	if _, err := ContextAt(s.st, 14); err == nil || !strings.Contains(err.Error(), "no longer kept") {
+		t.Errorf("context at a dropped version: %v", err)
+	}
+	if got, err := ContextAt(s.st, 15); err != nil || got["n"] != int64(15) && got["n"] != float64(15) {
+		t.Errorf("context at version 15: %v, %v", got, err)
+	}
+}
+
+// A long conversation appending to a list costs each version what it added: the
+// versions and the history stay within their byte bounds however long it runs, and the
+// context at every kept version can be rebuilt.
+func TestLongConversationStaysBounded(t *testing.T) {
+	d := conversation()
+	d.j.Limits.MaxTurns = 1000
+	d.j.Limits.MaxContextBytes = 16384
+	d.p["chat"].Accumulate = []string{"notes"}
+	d.p["chat"].Builtin.Outputs = []flowv1.BuiltinOutput{{Name: "notes", Expression: `[message]`}}
+	s := newSession(t, d)
+	for i := range 120 {
+		s.say(fmt.Sprintf("m%d", i), fmt.Sprintf("note %03d %s", i, strings.Repeat("x", 100)))
+	}
+	s.settle()
+	if s.st.ProcessedMessages != 120 {
+		t.Fatalf("processed %d", s.st.ProcessedMessages)
+	}
+	total := 0
+	for i := range s.st.ContextHistory {
+		v := &s.st.ContextHistory[i]
+		total += versionBytes(v)
+		if v.Previous != nil || v.Appended == nil || len(v.Appended.Raw) > 200 {
+			t.Errorf("version %d is not an append delta: previous %s", v.Version, dump(v.Previous))
+		}
+	}
+	if total > ContextHistoryBytes(16384) {
+		t.Errorf("context versions take %d bytes, over %d", total, ContextHistoryBytes(16384))
+	}
+	for _, v := range s.st.ContextHistory {
+		ctx, err := ContextAt(s.st, v.Version-1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if notes, _ := ctx["notes"].([]any); int64(len(notes)) != v.Version-1 {
+			t.Errorf("context at version %d has %d notes", v.Version-1, len(notes))
+		}
+	}
+	b, _ := json.Marshal(s.st.History)
+	if len(b) > MaxHistoryBytes {
+		t.Errorf("history takes %d bytes", len(b))
 	}
 }
 
@@ -138,5 +203,47 @@ func TestDetourWithoutPreservingContext(t *testing.T) {
 	}
 	if got := s.path(); got != "intake>booking>help>booking" {
 		t.Errorf("path %s", got)
+	}
+}
+
+func TestHistoryIsBoundedByBytes(t *testing.T) {
+	var h []flowv1.HistoryEntry
+	for i := range 200 {
+		h = trimHistory(append(h, flowv1.HistoryEntry{Step: int64(i), Reason: strings.Repeat("r", 1000)}), 500)
+	}
+	b, _ := json.Marshal(h)
+	if len(b) > MaxHistoryBytes || len(h) < 10 || h[len(h)-1].Step != 199 {
+		t.Errorf("%d entries, %d bytes, newest step %d", len(h), len(b), h[len(h)-1].Step)
+	}
+	if h = trimHistory([]flowv1.HistoryEntry{{Reason: strings.Repeat("r", 20000)}}, 5); len(h) != 1 {
+		t.Errorf("the newest entry was dropped: %d entries", len(h))
+	}
+}
+
+// Processed messages dropped from the front of spec.messages (messagesDropped raised
+// by as many) change nothing: message numbers count from the first message ever sent,
+// so each message is processed exactly once.
+func TestDroppedMessagesAreProcessedOnce(t *testing.T) {
+	d := conversation()
+	d.p["chat"].Accumulate = []string{"notes"}
+	d.p["chat"].Builtin.Outputs = []flowv1.BuiltinOutput{{Name: "notes", Expression: `[message]`}}
+	s := newSession(t, d)
+	s.say("m1", "one").say("m2", "two").say("m3", "three")
+	s.settle()
+	s.spec.Messages = s.spec.Messages[2:]
+	s.spec.MessagesDropped = 2
+	s.say("m4", "four")
+	if s.settle() == 0 {
+		t.Fatal("the new message took no step")
+	}
+	if s.st.ProcessedMessages != 4 || s.st.LastTurn.MessageID != "m4" {
+		t.Fatalf("processed %d, last turn %s", s.st.ProcessedMessages, s.st.LastTurn.MessageID)
+	}
+	if !reflect.DeepEqual(s.context()["notes"], []any{"one", "two", "three", "four"}) {
+		t.Errorf("notes %v", s.context()["notes"])
+	}
+	s.spec.Messages, s.spec.MessagesDropped = nil, 4
+	if n := s.settle(); n != 0 || s.st.ProcessedMessages != 4 {
+		t.Errorf("dropping every processed message took %d steps, processed %d", n, s.st.ProcessedMessages)
 	}
 }

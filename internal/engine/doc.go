@@ -80,10 +80,10 @@
 // context (scalars replace, lists append without duplicates, lists of objects compared
 // as JSON, objects deep-merge); a context over maxContextBytes is a failure that
 // leaves the context unchanged (FailFast: the Session fails, reason ContextTooLarge),
-// never a truncation. Each change increments contextVersion and records the previous
-// values of the changed keys in contextHistory (at most MaxContextVersions versions,
-// at most maxContextBytes of previous values), from which a detour's changes are
-// undone. A failed run (an agent error, a builtin expression error) is recoverable:
+// never a truncation. Each change increments contextVersion and records a delta in
+// contextHistory: the values it replaced and, for a list it appended to, only the items
+// it added (at most MaxContextVersions versions, at most ContextHistoryBytes of them),
+// from which a detour's changes are undone and ContextAt rebuilds an earlier context. A failed run (an agent error, a builtin expression error) is recoverable:
 // Graceful records it in lastTurn (finishReason Error) and stays, FailFast fails the
 // Session. session.turns in
 // CEL counts turns including the current one; session.pathwayTurns counts earlier

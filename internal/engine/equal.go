@@ -38,7 +38,7 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 		jsonEqual(a.Context, b.Context) &&
 		a.ContextVersion == b.ContextVersion &&
 		slices.EqualFunc(a.ContextHistory, b.ContextHistory, func(x, y flowv1.ContextVersion) bool {
-			return x.Version == y.Version && x.Pathway == y.Pathway && slices.Equal(x.Keys, y.Keys) && jsonEqual(x.Previous, y.Previous)
+			return x.Version == y.Version && x.Pathway == y.Pathway && slices.Equal(x.Keys, y.Keys) && jsonEqual(x.Previous, y.Previous) && jsonEqual(x.Appended, y.Appended)
 		}) &&
 		slices.EqualFunc(a.History, b.History, func(x, y flowv1.HistoryEntry) bool {
 			return x.Time.Equal(&y.Time) && x.Step == y.Step && x.From == y.From && x.To == y.To && x.Action == y.Action &&

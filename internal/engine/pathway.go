@@ -98,13 +98,14 @@ func (r *run) pathwayRequest(name string, p *flowv1.PathwaySpec, text string) ag
 		}
 	}
 	// The user's earlier messages, most recent last (at most 10).
-	n := int(r.st.ProcessedMessages)
+	n := r.st.ProcessedMessages
 	if r.st.Turn != nil && r.st.Turn.Trigger == flowv1.TurnMessage {
 		n-- // the message of this turn is req.Message
 	}
-	n = min(n, len(r.spec.Messages))
 	for i := max(0, n-10); i < n; i++ {
-		req.History = append(req.History, agent.Exchange{Role: "user", Text: r.spec.Messages[i].Text})
+		if m, ok := r.spec.MessageAt(i); ok { // dropped messages are no longer there
+			req.History = append(req.History, agent.Exchange{Role: "user", Text: m.Text})
+		}
 	}
 	return req
 }

@@ -20,7 +20,7 @@ const (
 	DefaultMaxTransitions       = 500
 	DefaultRetryLimitPerPathway = 2
 	DefaultSessionTimeout       = 24 * time.Hour
-	DefaultMaxContextBytes      = 262144
+	DefaultMaxContextBytes      = 49152
 	DefaultMaxHistory           = 50
 	DefaultLoopWindow           = 8
 	DefaultMaxCycleRepeats      = 2
@@ -29,8 +29,8 @@ const (
 	// DefaultAutoAdvance and DefaultRequireApproval are the decision thresholds.
 	DefaultAutoAdvance     = 0.8
 	DefaultRequireApproval = 0.6
-	// MaxContextVersions bounds status.contextHistory (also bounded to maxContextBytes
-	// of previous values in total).
+	// MaxContextVersions bounds status.contextHistory (also bounded in bytes by
+	// ContextHistoryBytes).
 	MaxContextVersions = 10
 )
 

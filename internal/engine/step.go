@@ -255,7 +255,7 @@ func (r *run) hasWork() bool {
 	if r.external() && int(st.ProcessedOutcomes) < len(r.spec.Outcomes) {
 		return true
 	}
-	return int(st.ProcessedMessages) < len(r.spec.Messages)
+	return st.ProcessedMessages < r.spec.MessageCount()
 }
 
 // addFailure records a failure in the turn's outcome.
@@ -316,10 +316,7 @@ func (r *run) block(reason string, finish flowv1.FinishReason, proposed *move, m
 
 func (r *run) appendHistory(h flowv1.HistoryEntry) {
 	st := r.st
-	st.History = append(st.History, h)
-	if n := len(st.History) - r.snap.lim.history; n > 0 {
-		st.History = append([]flowv1.HistoryEntry(nil), st.History[n:]...)
-	}
+	st.History = trimHistory(append(st.History, h), r.snap.lim.history)
 }
 
 // sessionInfo is what agents and CEL know about the Session, in pathway p.

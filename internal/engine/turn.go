@@ -64,7 +64,7 @@ func (r *run) startTurn() *Effect {
 		st.Turn.Stage = flowv1.StageRun
 		return r.drive(r.applyOutcome(outcome))
 	case flowv1.TurnMessage:
-		msg := &r.spec.Messages[st.ProcessedMessages]
+		msg, _ := r.spec.MessageAt(st.ProcessedMessages) // nextTrigger made sure it is there
 		st.ProcessedMessages++
 		st.LastTurn.MessageID = msg.ID
 		st.Turn.MessageID = msg.ID
@@ -95,7 +95,10 @@ func (r *run) nextTrigger() (trigger flowv1.TurnTrigger, outcome int, ok bool) {
 			st.ProcessedOutcomes = int32(i + 1)
 		}
 		return "", -1, false
-	case int(st.ProcessedMessages) < len(r.spec.Messages):
+	case st.ProcessedMessages < r.spec.MessageCount():
+		// Only an update that bypassed the Session's validation drops a message that was
+		// not processed; it can no longer be read, so it is skipped.
+		st.ProcessedMessages = max(st.ProcessedMessages, r.spec.MessagesDropped)
 		return flowv1.TurnMessage, -1, true
 	}
 	return "", -1, false

@@ -106,6 +106,9 @@ func simulate(l *LiveSession) (*simulation, error) {
 		return nil, err
 	}
 	sess := l.Session
+	if n := sess.Spec.MessagesDropped; n > 0 {
+		return nil, fmt.Errorf("session %s dropped its first %d processed messages from spec.messages, so its conversation can no longer be replayed from the start: record it before its messages are dropped", sess.Name, n)
+	}
 	spec := flowv1.SessionSpec{JourneyRef: sess.Spec.JourneyRef}
 	if sess.Spec.InitialContext != nil {
 		spec.InitialContext = sess.Spec.InitialContext.DeepCopy()

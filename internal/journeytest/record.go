@@ -142,7 +142,7 @@ func (sim *simulation) notes(diverged int, why string) []string {
 		}
 	}
 	if n := sess.Status.JournalDropped; n > 0 {
-		notes = append(notes, fmt.Sprintf("status.journal dropped the Session's %d oldest agent answers (limits.maxJournal)", n))
+		notes = append(notes, fmt.Sprintf("status.journal dropped the Session's %d oldest agent answers (limits.maxJournal, or its byte bound)", n))
 	}
 	if h, _ := sim.history(); len(h) > len(sess.Status.History) && sim.stopped == nil {
 		notes = append(notes, fmt.Sprintf("the Session keeps its last %d transitions only; the first %d steps' transitions are what today's engine does", len(sess.Status.History), len(h)-len(sess.Status.History)))

@@ -46,7 +46,12 @@ func appendToSession(ctx context.Context, c client.Client, key types.NamespacedN
 		if err != nil {
 			return err
 		}
-		patch, err := appendPatch(s.ResourceVersion, field, listLen(s, field), item)
+		var patch []byte
+		if field == "messages" {
+			patch, err = sayPatch(s, item)
+		} else {
+			patch, err = appendPatch(s.ResourceVersion, field, listLen(s, field), item)
+		}
 		if err != nil {
 			return err
 		}
@@ -99,4 +104,31 @@ func appendPatch(rv, field string, n int, item any) ([]byte, error) {
 		ops = append(ops, jsonPatchOp{Op: "add", Path: "/spec/" + field + "/-", Value: item})
 	}
 	return json.Marshal(ops)
+}
+
+// sayPatch is the JSON patch that appends a message to spec.messages of s and, in the
+// same update, drops the processed messages from its front, raising
+// spec.messagesDropped by as many (the Session's validation allows exactly that), so
+// that spec.messages holds only what is still pending and never outgrows its bound.
+// Like appendPatch it is conditional on the resourceVersion s was read at: the status
+// it counted processed messages from is the one the API server checks the drop against.
+func sayPatch(s *flowv1alpha1.Session, item any) ([]byte, error) {
+	drop := int(s.DroppableMessages() - s.Spec.MessagesDropped)
+	if drop <= 0 {
+		return appendPatch(s.ResourceVersion, "messages", len(s.Spec.Messages), item)
+	}
+	if s.ResourceVersion == "" {
+		return nil, errors.New("session has no resourceVersion")
+	}
+	drop = min(drop, len(s.Spec.Messages))
+	kept := make([]any, 0, len(s.Spec.Messages)-drop+1)
+	for _, m := range s.Spec.Messages[drop:] {
+		kept = append(kept, m)
+	}
+	kept = append(kept, item)
+	return json.Marshal([]jsonPatchOp{
+		{Op: "replace", Path: "/metadata/resourceVersion", Value: s.ResourceVersion},
+		{Op: "add", Path: "/spec/messages", Value: kept},
+		{Op: "add", Path: "/spec/messagesDropped", Value: int(s.Spec.MessagesDropped) + drop},
+	})
 }

@@ -254,17 +254,47 @@ func TestParseResultType(t *testing.T) {
 }
 
 func TestNextMessageID(t *testing.T) {
-	if got := nextMessageID(nil); got != "m-1" {
+	if got := nextMessageID(&flowv1alpha1.SessionSpec{}); got != "m-1" {
 		t.Errorf("first id %q", got)
 	}
 	msgs := []flowv1alpha1.Message{{ID: "m-1"}, {ID: "custom"}}
-	if got := nextMessageID(msgs); got != "m-3" {
+	if got := nextMessageID(&flowv1alpha1.SessionSpec{Messages: msgs}); got != "m-3" {
 		t.Errorf("third id %q", got)
 	}
 	msgs = []flowv1alpha1.Message{{ID: "a"}, {ID: "m-3"}}
-	got := nextMessageID(msgs)
+	got := nextMessageID(&flowv1alpha1.SessionSpec{Messages: msgs})
 	if !strings.HasPrefix(got, "m-3-") || len(got) != len("m-3-")+5 || validateMessageID(got) != nil {
 		t.Errorf("id after a taken m-3 is %q; want m-3-<5 chars>", got)
+	}
+	// Dropped messages still count: ids go on from the whole conversation.
+	if got := nextMessageID(&flowv1alpha1.SessionSpec{Messages: []flowv1alpha1.Message{{ID: "m-7"}}, MessagesDropped: 6}); got != "m-8" {
+		t.Errorf("id after 6 dropped and one pending %q", got)
+	}
+}
+
+// A say drops the processed messages in the patch that appends, never the message of
+// a turn in progress nor a pending one.
+func TestSayPatchCompacts(t *testing.T) {
+	s := &flowv1alpha1.Session{}
+	s.ResourceVersion = "7"
+	s.Spec.MessagesDropped = 2
+	s.Spec.Messages = []flowv1alpha1.Message{{ID: "m-3"}, {ID: "m-4"}, {ID: "m-5"}, {ID: "m-6"}}
+	s.Status.ProcessedMessages = 5 // m-5 is being processed
+	s.Status.Turn = &flowv1alpha1.TurnProgress{Trigger: flowv1alpha1.TurnMessage, MessageID: "m-5"}
+	p, err := sayPatch(s, flowv1alpha1.Message{ID: "m-7", Text: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"op":"replace","path":"/metadata/resourceVersion","value":"7"},` +
+		`{"op":"add","path":"/spec/messages","value":[{"id":"m-5","text":""},{"id":"m-6","text":""},{"id":"m-7","text":"hi"}]},` +
+		`{"op":"add","path":"/spec/messagesDropped","value":4}]`
+	if string(p) != want {
+		t.Errorf("patch\n%s\nwant\n%s", p, want)
+	}
+	s.Status.Turn = nil
+	s.Status.ProcessedMessages = 2
+	if p, _ = sayPatch(s, flowv1alpha1.Message{ID: "m-7", Text: "hi"}); strings.Contains(string(p), "messagesDropped") {
+		t.Errorf("nothing to drop, yet %s", p)
 	}
 }
 

@@ -150,7 +150,7 @@ func SendMessage(ctx context.Context, c client.Client, key types.NamespacedName,
 			}
 			sent = id
 		} else {
-			sent = nextMessageID(s.Spec.Messages)
+			sent = nextMessageID(&s.Spec)
 		}
 		return flowv1alpha1.Message{ID: sent, Text: text}, nil
 	})
@@ -172,15 +172,18 @@ func acceptsInput(s *flowv1alpha1.Session) error {
 	return nil
 }
 
-// nextMessageID is m-<n+1> for n messages, or that with a random suffix when taken.
-func nextMessageID(msgs []flowv1alpha1.Message) string {
+// nextMessageID is m-<n+1> for a conversation of n messages (dropped ones included),
+// or that with a random suffix when taken.
+func nextMessageID(spec *flowv1alpha1.SessionSpec) string {
+	msgs := spec.Messages
 	used := make(map[string]bool, len(msgs))
 	for _, m := range msgs {
 		used[m.ID] = true
 	}
-	id := "m-" + strconv.Itoa(len(msgs)+1)
+	n := int(spec.MessageCount()) + 1
+	id := "m-" + strconv.Itoa(n)
 	for used[id] {
-		id = fmt.Sprintf("m-%d-%s", len(msgs)+1, randomSuffix(5))
+		id = fmt.Sprintf("m-%d-%s", n, randomSuffix(5))
 	}
 	return id
 }
@@ -208,15 +211,6 @@ func validateMessageID(id string) error {
 	return nil
 }
 
-func messageIndex(s *flowv1alpha1.Session, id string) int {
-	for i, m := range s.Spec.Messages {
-		if m.ID == id {
-			return i
-		}
-	}
-	return -1
-}
-
 // replyReady reports whether waiting for message id is over: the Session processed it
 // and stopped running, reached a terminal phase, or is stalled on a spec at least as new
 // as generation gen (the one that carries the message).
@@ -227,8 +221,8 @@ func replyReady(s *flowv1alpha1.Session, id string, gen int64) bool {
 	if stalled(s) != nil && s.Status.ObservedGeneration >= gen {
 		return true
 	}
-	idx := messageIndex(s, id)
-	processed := idx >= 0 && int(s.Status.ProcessedMessages) > idx
+	idx := s.Spec.MessageNumber(id)
+	processed := idx >= 0 && s.Status.ProcessedMessages > idx
 	return processed && s.Status.Phase.HasStarted() && s.Status.Phase != flowv1alpha1.PhaseRunning
 }
 
@@ -247,7 +241,7 @@ func progressSummary(s *flowv1alpha1.Session, id string) string {
 		return "the Session has no status yet; is the journey-operator controller running?"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "phase %s, pathway %s, %d of %d messages processed", phase, orNone(s.Status.CurrentPathway), s.Status.ProcessedMessages, len(s.Spec.Messages))
+	fmt.Fprintf(&b, "phase %s, pathway %s, %d of %d messages processed", phase, orNone(s.Status.CurrentPathway), s.Status.ProcessedMessages, s.Spec.MessageCount())
 	if s.Spec.Suspend {
 		b.WriteString(", suspended")
 	}
@@ -283,7 +277,7 @@ func printReply(w io.Writer, s *flowv1alpha1.Session, id string) error {
 		// The message moved the Session into a pathway that ran on entry: its reply is
 		// what the person sees next.
 		writeField(w, "Reply", t.AssistantText)
-	case t != nil && t.MessageID != "" && messageIndex(s, t.MessageID) > messageIndex(s, id):
+	case t != nil && t.MessageID != "" && s.Spec.MessageNumber(t.MessageID) > s.Spec.MessageNumber(id):
 		writeField(w, "Reply", fmt.Sprintf("<superseded: the last turn answered message %s>", t.MessageID))
 	default:
 		writeField(w, "Reply", "<none>")

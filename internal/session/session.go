@@ -98,6 +98,13 @@ type Loop struct {
 	// StallRetry, when set, is how often the caller tries a Session stalled by a
 	// terminal agent error again; the Stalled condition says so.
 	StallRetry time.Duration
+	// PureSteps, when positive, is how many more steps a step that called no agent may
+	// take before its status is written, as long as each of them calls no agent
+	// either: builtin agents, an entry run that follows a transition, the next pending
+	// message of a builtin chat. Those steps are pure, so taking them together changes
+	// nothing a crash could observe (no agent answer is applied unrecorded), and saves
+	// a status write each. Zero takes one step at a time.
+	PureSteps int
 }
 
 // Step takes one step of the Session in on snap.
@@ -123,11 +130,31 @@ func (l *Loop) Step(ctx context.Context, snap *engine.Snapshot, in Input) (Resul
 		journal(status, rec, snap.Journey().Limits.MaxJournal, in.Now)
 		res.Outcome = Performed
 	}
+	if eff == nil {
+		res.Status = l.pureSteps(snap, in, status)
+		status = res.Status
+	}
 	status.ObservedGeneration = in.Generation
 	if equality.Semantic.DeepEqual(in.Status, status) {
 		res.Outcome = Unchanged
 	}
 	return res, nil
+}
+
+// pureSteps takes up to l.PureSteps more steps after status, each calling no agent,
+// and returns the status they lead to. A step that would call an agent is left for the
+// next write: it is not taken.
+func (l *Loop) pureSteps(snap *engine.Snapshot, in Input, status *flowv1.SessionStatus) *flowv1.SessionStatus {
+	for range l.PureSteps {
+		next := in.Input
+		next.Status = status
+		st, eff := engine.Step(snap, next)
+		if eff != nil || st.Step == status.Step {
+			break
+		}
+		status = st
+	}
+	return status
 }
 
 // agentFailed returns the result of an answer that is a Transient or Terminal agent

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/json"
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -13,17 +14,36 @@ import (
 const DefaultMaxJournal = 100
 
 // AppendJournal appends an answer to status.journal, dropping the oldest past the limit
-// (limits.maxJournal, nil for the default).
+// (limits.maxJournal, nil for the default) or past MaxJournalBytes, and counting them
+// in status.journalDropped. The newest answer is always kept.
 func AppendJournal(status *flowv1.SessionStatus, rec *flowv1.EffectRecord, limit *int32) {
 	n := DefaultMaxJournal
 	if limit != nil {
 		n = int(*limit)
 	}
 	status.Journal = append(status.Journal, *rec.DeepCopy())
-	if over := len(status.Journal) - n; over > 0 {
+	total, keep := 2, 0
+	for i := len(status.Journal) - 1; i >= 0 && keep < n; i-- {
+		b := recordBytes(&status.Journal[i])
+		if keep > 0 && total+b > MaxJournalBytes {
+			break
+		}
+		total += b
+		keep++
+	}
+	if over := len(status.Journal) - keep; over > 0 {
 		status.Journal = append([]flowv1.EffectRecord(nil), status.Journal[over:]...)
 		status.JournalDropped += int32(over)
 	}
+}
+
+// recordBytes is what a journal entry costs in status, with its separator.
+func recordBytes(rec *flowv1.EffectRecord) int {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return 0
+	}
+	return len(b) + 1
 }
 
 // SetCondition sets a Session condition at now, its message capped for status.

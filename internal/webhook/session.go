@@ -154,7 +154,7 @@ func oldSession(req admission.Request) (*flowv1.Session, error) {
 // version is installed.
 func checkAppendOnly(old, s *flowv1.SessionSpec) field.ErrorList {
 	var errs field.ErrorList
-	errs = append(errs, appendOnly(field.NewPath("spec", "messages"), "messages", old.Messages, s.Messages)...)
+	errs = append(errs, messagesAppendOnly(old, s)...)
 	errs = append(errs, appendOnly(field.NewPath("spec", "outcomes"), "outcomes", old.Outcomes, s.Outcomes)...)
 	errs = append(errs, appendOnly(approvalsPath, "approvals", old.Approvals, s.Approvals)...)
 	return errs
@@ -173,6 +173,23 @@ func appendOnly[T any](path *field.Path, what string, old, s []T) field.ErrorLis
 		}
 	}
 	return errs
+}
+
+// messagesAppendOnly checks spec.messages like appendOnly, except that a processed
+// prefix may be dropped in the update that raises messagesDropped by as many (that the
+// dropped messages were processed is the CRD's rule: the webhook sees the status the
+// request carries, not the stored one).
+func messagesAppendOnly(old, s *flowv1.SessionSpec) field.ErrorList {
+	path := field.NewPath("spec", "messages")
+	drop := int(s.MessagesDropped) - int(old.MessagesDropped)
+	switch {
+	case drop < 0:
+		return field.ErrorList{field.Forbidden(field.NewPath("spec", "messagesDropped"), "messagesDropped cannot decrease: dropped messages cannot come back")}
+	case drop > len(old.Messages):
+		return field.ErrorList{field.Forbidden(field.NewPath("spec", "messagesDropped"), fmt.Sprintf(
+			"messagesDropped grows by %d but spec.messages held only %d messages to drop", drop, len(old.Messages)))}
+	}
+	return appendOnly(path, "messages", old.Messages[drop:], s.Messages)
 }
 
 // checkForgery refuses new approvals that name someone other than the requester.

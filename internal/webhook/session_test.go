@@ -54,6 +54,13 @@ func TestCheckAppendOnly(t *testing.T) {
 		{"moved message", func(s *flowv1.SessionSpec) {
 			s.Messages = []flowv1.Message{{ID: "m0", Text: "first"}, {ID: "m1", Text: "hi"}}
 		}, []string{"spec.messages[0]"}},
+		{"dropped processed message", func(s *flowv1.SessionSpec) {
+			s.Messages, s.MessagesDropped = []flowv1.Message{{ID: "m2", Text: "more"}}, 1
+		}, nil},
+		{"removed message without messagesDropped", func(s *flowv1.SessionSpec) { s.Messages = nil },
+			[]string{"spec.messages: Forbidden: messages are append-only: 1 of the 1 already sent would be removed"}},
+		{"messagesDropped past the messages there were", func(s *flowv1.SessionSpec) { s.Messages, s.MessagesDropped = nil, 2 },
+			[]string{"spec.messagesDropped: Forbidden: messagesDropped grows by 2 but spec.messages held only 1"}},
 		{"edited outcome", func(s *flowv1.SessionSpec) { s.Outcomes[0].ResultType = flowv1.ResultFailure },
 			[]string{"spec.outcomes[0]: Forbidden: outcomes are append-only"}},
 	}

@@ -94,7 +94,15 @@ func main() {
 	flag.StringVar(&opts.memProfile, "memprofile", "", "Write a heap profile, taken when the heap is measured, to <file>-<sessions>-<advance>.")
 	flag.StringVar(&opts.apiProfile, "apiserver-profile", "", "Write 15-second CPU profiles of the kube-apiserver, during the plain client and the throughput phase, to <file>-<phase>-<sessions>-<advance>.")
 	flag.DurationVar(&opts.llmLatency, "llm-latency", 0, "Make the journey's intent classifier a remote (openai) agent answering after this long, e.g. 200ms (0: all builtin).")
+	var longSessions string
+	var longMessages int
+	flag.IntVar(&longMessages, "long", envInt("BENCH_LONG", 0), "Long-conversation mode: messages each Session takes (0: off; make bench-long uses 5000) ($BENCH_LONG).")
+	flag.StringVar(&longSessions, "long-sessions", env("BENCH_LONG_SESSIONS", "1,100"), "Long-conversation mode: comma-separated numbers of Sessions in parallel, one run each ($BENCH_LONG_SESSIONS).")
 	flag.Parse()
+	if longMessages > 0 {
+		mainLong(opts, longSessions, longMessages)
+		return
+	}
 	if opts.memProfile != "" {
 		runtime.MemProfileRate = 4096
 	}
@@ -197,4 +205,32 @@ func parseInts(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// mainLong runs the long-conversation mode: one run per number of Sessions.
+func mainLong(opts *options, sessions string, messages int) {
+	ns, err := parseInts(sessions)
+	if err != nil {
+		fatal(err)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	var results []*longResult
+	for _, n := range ns {
+		r, err := runLong(ctx, opts, n, messages)
+		if err != nil {
+			fatal(fmt.Errorf("long conversations, %d sessions: %w", n, err))
+		}
+		results = append(results, r)
+	}
+	fmt.Printf("\nMachine: %d CPUs, %s %s/%s, load %s.\n", runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, loadAverage())
+	for _, r := range results {
+		reportLong(r)
+	}
+	if opts.jsonOut != "" {
+		raw, _ := json.MarshalIndent(results, "", "  ")
+		if err := os.WriteFile(opts.jsonOut, append(raw, '\n'), 0o644); err != nil {
+			fatal(err)
+		}
+	}
 }

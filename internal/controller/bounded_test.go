@@ -1,0 +1,174 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/plugin"
+	"github.com/journeyops/journey-operator/internal/session"
+)
+
+// chatJourney is a one-pathway builtin chat: every message is answered and kept as the
+// context's "last" value, so every turn changes the context.
+func chatJourney(t *testing.T, ns string, maxTurns int32) *flowv1.Journey {
+	t.Helper()
+	p := &flowv1.Pathway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chat"},
+		Spec: flowv1.PathwaySpec{
+			Accumulate: []string{"last"},
+			Builtin: &flowv1.BuiltinPathway{Reply: "noted", Complete: "false",
+				Outputs: []flowv1.BuiltinOutput{{Name: "last", Expression: "message"}}},
+		},
+	}
+	j := journeyOf(ns, "chat", p)
+	j.Spec.Limits.MaxTurns = maxTurns
+	create(t, p, j)
+	return j
+}
+
+// storedBytes is the Session's size as the API server stores it (JSON, metadata included).
+func storedBytes(t *testing.T, ns, name string) int {
+	t.Helper()
+	s := get(t, ns, name, &flowv1.Session{})
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(b)
+}
+
+// waitProcessed waits until the Session processed n messages and reports the last
+// turn's message.
+func waitProcessed(t *testing.T, ns, name string, n int32) *flowv1.Session {
+	t.Helper()
+	var s *flowv1.Session
+	eventually(t, 30*time.Second, func() error {
+		s = get(t, ns, name, &flowv1.Session{})
+		if s.Status.ProcessedMessages < n || s.Status.Phase != flowv1.PhaseWaitingForInput {
+			return fmt.Errorf("processed %d of %d, phase %s", s.Status.ProcessedMessages, n, s.Status.Phase)
+		}
+		return nil
+	})
+	return s
+}
+
+// A long conversation through kubectl journey say: the Session's size stays under the
+// bound its limits give however long it runs, each message is processed exactly once
+// across a manager restart, 8,000-character messages never meet an etcd error, and a
+// message past the bound is refused with a message that says what to do.
+func TestLongConversationStaysBounded(t *testing.T) {
+	const total = 2000
+	ns := newNamespace(t)
+	mgr := startManager(t, ns, Options{})
+	j := chatJourney(t, ns, total+10)
+	create(t, sessionOf(ns, "long", "chat"))
+	ctx := context.Background()
+	key := types.NamespacedName{Namespace: ns, Name: "long"}
+	bound := session.MaxObjectBytes(j.Spec.Limits)
+	big := strings.Repeat("x", 8000)
+
+	say := func(i int) {
+		text := fmt.Sprintf("message %d", i)
+		if i%20 == 0 {
+			text = fmt.Sprintf("%d %s", i, big)
+		}
+		if _, _, err := plugin.SendMessage(ctx, k8sClient, key, fmt.Sprintf("m-%d", i), text); err != nil {
+			t.Errorf("say %d: %v", i, err)
+		}
+	}
+	largest, at100 := 0, 0
+	for sent := 0; sent < total; {
+		from, to := sent+1, min(sent+20, total)
+		// Two senders at once, as two browser tabs would: each say retries on a
+		// conflict, and every message is processed once whatever the order.
+		var wg sync.WaitGroup
+		for sender := range 2 {
+			wg.Go(func() {
+				for k := from + sender; k <= to; k += 2 {
+					say(k)
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		sent = to
+		s := waitProcessed(t, ns, "long", int32(sent))
+		if s.Status.Turns != int32(sent) || s.Spec.MessageCount() != int32(sent) {
+			t.Fatalf("after message %d: %d turns, %d messages", sent, s.Status.Turns, s.Spec.MessageCount())
+		}
+		n := storedBytes(t, ns, "long")
+		largest = max(largest, n)
+		if sent == 100 {
+			at100 = n
+		}
+		if sent == total/2 {
+			// The manager stops; messages sent meanwhile wait, the pending ones count
+			// against the bound, and the new manager processes each of them once.
+			if err := mgr.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			refusedAtTheLimit(t, ctx, key, sent)
+			mgr = startManager(t, ns, Options{})
+			sent += 4
+			if s = waitProcessed(t, ns, "long", int32(sent)); s.Status.Turns != int32(sent) {
+				t.Fatalf("after the restart: %d turns for %d messages", s.Status.Turns, sent)
+			}
+		}
+	}
+	s := get(t, ns, "long", &flowv1.Session{})
+	if s.Status.ProcessedMessages != total || s.Status.Turns != total || s.Spec.MessageCount() != total {
+		t.Errorf("processed %d, %d turns, %d messages sent; want %d each", s.Status.ProcessedMessages, s.Status.Turns, s.Spec.MessageCount(), total)
+	}
+	if len(s.Spec.Messages) > 20 || s.Spec.MessagesDropped < total-20 {
+		t.Errorf("spec.messages holds %d messages, %d dropped", len(s.Spec.Messages), s.Spec.MessagesDropped)
+	}
+	if largest > bound {
+		t.Errorf("the Session took %d bytes, over its bound %d", largest, bound)
+	}
+	if end := storedBytes(t, ns, "long"); end > at100+16384 {
+		t.Errorf("the Session grew from %d bytes at message 100 to %d at message %d", at100, end, total)
+	}
+	t.Logf("largest %d bytes (bound %d), %d at message 100", largest, bound, at100)
+}
+
+// refusedAtTheLimit sends 8,000-character messages to a Session that processes none:
+// four fit in spec.messages, the fifth is refused by the Session's validation with a
+// message that says what to do, never an etcd error.
+func refusedAtTheLimit(t *testing.T, ctx context.Context, key client.ObjectKey, last int) {
+	t.Helper()
+	big := strings.Repeat("y", 8000)
+	for i := last + 1; i <= last+4; i++ {
+		if _, _, err := plugin.SendMessage(ctx, k8sClient, key, fmt.Sprintf("m-%d", i), big); err != nil {
+			t.Fatalf("pending message %d: %v", i, err)
+		}
+	}
+	_, _, err := plugin.SendMessage(ctx, k8sClient, key, fmt.Sprintf("m-%d", last+5), big)
+	switch {
+	case err == nil:
+		t.Fatal("a fifth pending 8,000-character message was accepted")
+	case strings.Contains(err.Error(), "etcd") || strings.Contains(err.Error(), "too large"):
+		t.Fatalf("refused by storage, not by the Session's validation: %v", err)
+	case !strings.Contains(err.Error(), "more than 32 KiB") || !strings.Contains(err.Error(), "wait until the Session has processed the pending ones"):
+		t.Fatalf("refusal without a clear message: %v", err)
+	}
+	// Dropping a message that was not processed is refused too.
+	s := get(t, key.Namespace, key.Name, &flowv1.Session{})
+	patch := client.MergeFrom(s.DeepCopy())
+	s.Spec.MessagesDropped += int32(len(s.Spec.Messages) - 1)
+	s.Spec.Messages = s.Spec.Messages[len(s.Spec.Messages)-1:]
+	if err := k8sClient.Patch(ctx, s, patch); err == nil || !strings.Contains(err.Error(), "only processed messages can be dropped") {
+		t.Fatalf("dropping pending messages: %v", err)
+	}
+}

@@ -1,0 +1,48 @@
+package engine
+
+import (
+	"encoding/json"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+)
+
+// Byte bounds of the status lists the engine writes. Every list that grows with a
+// conversation is bounded by bytes as well as by count, so that a Session's stored size
+// stays under the bound internal/session.MaxObjectBytes derives from its limits.
+const (
+	// MaxHistoryBytes bounds status.history: the oldest transitions are dropped past it
+	// (the newest is always kept; an entry's reason is at most 1 KiB).
+	MaxHistoryBytes = 16384
+)
+
+// ContextHistoryBytes bounds status.contextHistory for a context capped at
+// contextBytes: a quarter of it. Versions are deltas, so this holds the last changes
+// of a conversation, not copies of the context.
+func ContextHistoryBytes(contextBytes int) int { return contextBytes / 4 }
+
+// historyEntryBytes is what a history entry costs in status, with its separator.
+func historyEntryBytes(h *flowv1.HistoryEntry) int {
+	b, err := json.Marshal(h)
+	if err != nil {
+		return 0
+	}
+	return len(b) + 1
+}
+
+// trimHistory keeps the newest entries of history within count entries and
+// MaxHistoryBytes; the newest one is always kept.
+func trimHistory(history []flowv1.HistoryEntry, count int) []flowv1.HistoryEntry {
+	total, keep := 2, 0 // the brackets
+	for i := len(history) - 1; i >= 0 && keep < count; i-- {
+		n := historyEntryBytes(&history[i])
+		if keep > 0 && total+n > MaxHistoryBytes {
+			break
+		}
+		total += n
+		keep++
+	}
+	if keep == len(history) {
+		return history
+	}
+	return append([]flowv1.HistoryEntry(nil), history[len(history)-keep:]...)
+}

@@ -1,0 +1,60 @@
+package session
+
+import (
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/engine"
+)
+
+// A Session's stored size is bounded, however long its conversation runs. Each part
+// that grows with the conversation has a byte bound; MaxObjectBytes adds them up. The
+// formula (documented in docs/PERFORMANCE.md, "Session size") is
+//
+//	spec.messages          MaxMessagesBytes (the CRD refuses more; processed messages are dropped)
+//	spec.initialContext    C = limits.maxContextBytes
+//	status.context         C
+//	status.contextHistory  engine.ContextHistoryBytes(C) = C/4
+//	status.history         engine.MaxHistoryBytes
+//	status.journal         MaxJournalBytes
+//	conversation transcript TranscriptBytes(limits)
+//	turn records           3 x MaxAnswerBytes (lastTurn, pendingEffect, turn: one answer each)
+//	everything else        FixedBytes (metadata, managed fields, conditions, counters)
+//
+// With the defaults (C = 48 KiB) that is 236 KiB, under the 256 KiB this project
+// promises, and well under etcd's 1.5 MiB request limit for the largest limits.
+// A new growing part adds its term here, so the bound stays in one place.
+const (
+	// MaxMessagesBytes bounds spec.messages: the sum over its messages of the text, the
+	// id and MessageOverheadBytes. The CRD refuses an update past it.
+	MaxMessagesBytes = 32768
+	// MessageOverheadBytes is what a message costs in spec.messages besides its id and text.
+	MessageOverheadBytes = 24
+	// MaxJournalBytes bounds status.journal: the oldest answers are dropped past it.
+	MaxJournalBytes = 24576
+	// DefaultMaxTranscriptBytes is the conversation transcript's byte bound by default.
+	DefaultMaxTranscriptBytes = 16384
+	// MaxAnswerBytes is what one agent answer is assumed to take at most in status
+	// (its reply, outputs and reasoning): about 2,000 completion tokens.
+	MaxAnswerBytes = 8192
+	// FixedBytes covers what does not grow with the conversation: metadata and managed
+	// fields, conditions, counters, the last decision.
+	FixedBytes = 16384
+)
+
+// TranscriptBytes is the conversation transcript's byte bound under limits.
+func TranscriptBytes(_ flowv1.Limits) int { return DefaultMaxTranscriptBytes }
+
+// ContextBytes is limits.maxContextBytes, or its default.
+func ContextBytes(l flowv1.Limits) int {
+	if l.MaxContextBytes > 0 {
+		return int(l.MaxContextBytes)
+	}
+	return engine.DefaultMaxContextBytes
+}
+
+// MaxObjectBytes is the most a Session of a journey with limits takes in storage, by
+// the formula above.
+func MaxObjectBytes(l flowv1.Limits) int {
+	c := ContextBytes(l)
+	return MaxMessagesBytes + c + c + engine.ContextHistoryBytes(c) + engine.MaxHistoryBytes +
+		MaxJournalBytes + TranscriptBytes(l) + 3*MaxAnswerBytes + FixedBytes
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/controller"
+	"github.com/journeyops/journey-operator/internal/plugin"
+	"github.com/journeyops/journey-operator/internal/testenv"
+)
+
+// The long-conversation mode: Sessions of a one-pathway builtin chat each take a long
+// conversation through kubectl journey say (which drops processed messages in the
+// patch that appends), one message at a time, waiting for each reply. At checkpoints
+// it measures, over the ten turns that end there: the stored size of the largest
+// Session, turn latency, and the cluster's CPU (kube-apiserver, etcd, manager) per
+// turn. Flat figures mean a turn costs the same however long the conversation.
+
+// longPoint is what one checkpoint measured.
+type longPoint struct {
+	Message    int                `json:"message"`
+	Bytes      int                `json:"objectBytes"`
+	P50        float64            `json:"turnP50ms"`
+	P99        float64            `json:"turnP99ms"`
+	CPUPerTurn map[string]float64 `json:"cpuMsPerTurn"`
+}
+
+// longResult is one long-conversation run.
+type longResult struct {
+	Sessions int         `json:"sessions"`
+	Messages int         `json:"messages"`
+	Points   []longPoint `json:"points"`
+}
+
+// longCheckpoints are the messages measured, those within messages.
+func longCheckpoints(messages int) []int {
+	var out []int
+	for _, m := range []int{10, 100, 1000, 5000} {
+		if m <= messages {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 || out[len(out)-1] != messages {
+		out = append(out, messages)
+	}
+	return out
+}
+
+// runLong runs sessions Sessions through messages messages each.
+func runLong(ctx context.Context, opts *options, sessions, messages int) (*longResult, error) {
+	logf("long conversations: %d Session(s), %d messages each: starting a control plane", sessions, messages)
+	env, err := testenv.Start()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = env.Stop() }()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = 10000, 20000
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}); err != nil {
+		return nil, err
+	}
+	mgr, err := env.NewManager(testenv.ManagerOptions{
+		Namespaces: []string{benchNamespace}, Cache: controller.CacheOptions(nil),
+		QPS: float32(opts.qps), Burst: opts.burst,
+		Setup: func(mgr ctrl.Manager) error {
+			return controller.Setup(mgr, controller.Options{MaxConcurrentReconciles: opts.concurrency})
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	mgr.Start()
+	defer func() { _ = mgr.Stop() }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("cache did not sync")
+	}
+	names, err := createChats(ctx, c, sessions, messages)
+	if err != nil {
+		return nil, err
+	}
+	res := &longResult{Sessions: sessions, Messages: messages}
+	done := 0
+	for _, cp := range longCheckpoints(messages) {
+		// Unmeasured turns up to the window, then the ten measured ones.
+		from := max(done+1, cp-9)
+		if _, err := longTurns(ctx, c, mgr.GetCache(), names, done+1, from-1, opts.timeout); err != nil {
+			return nil, err
+		}
+		cpu0 := readCPU()
+		lat, err := longTurns(ctx, c, mgr.GetCache(), names, from, cp, opts.timeout)
+		if err != nil {
+			return nil, err
+		}
+		p := longPoint{Message: cp, CPUPerTurn: perUnit(readCPU().sub(cpu0), float64(len(lat)))}
+		slices.Sort(lat)
+		p.P50, p.P99 = ms(lat[len(lat)/2]), ms(lat[min(len(lat)-1, len(lat)*99/100)])
+		if p.Bytes, err = largestSession(ctx, c, names); err != nil {
+			return nil, err
+		}
+		logf("message %d: %d bytes, turn p50 %.1f ms p99 %.1f ms, %.2f ms cluster CPU a turn", cp, p.Bytes, p.P50, p.P99, total(p.CPUPerTurn))
+		res.Points = append(res.Points, p)
+		done = cp
+	}
+	return res, nil
+}
+
+// createChats creates the chat journey and n Sessions of it.
+func createChats(ctx context.Context, c client.Client, n, messages int) ([]string, error) {
+	p := &flowv1.Pathway{ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: "chat"},
+		Spec: flowv1.PathwaySpec{Accumulate: []string{"last"}, Builtin: &flowv1.BuiltinPathway{
+			Reply: "noted", Complete: "false", Outputs: []flowv1.BuiltinOutput{{Name: "last", Expression: "message"}}}}}
+	j := &flowv1.Journey{ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: "chat"}}
+	j.Spec.EntryPathway = "chat"
+	j.Spec.Pathways = []flowv1.PathwayEntry{{Name: "chat", PathwayRef: "chat"}}
+	j.Spec.Limits.MaxTurns = int32(messages + 10)
+	if err := c.Create(ctx, p); err != nil {
+		return nil, err
+	}
+	if err := c.Create(ctx, j); err != nil {
+		return nil, err
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("long-%d", i)
+		s := &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: names[i]},
+			Spec: flowv1.SessionSpec{JourneyRef: flowv1.JourneyReference{Name: "chat"}}}
+		if err := c.Create(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	return names, nil
+}
+
+// longTurns has every Session take messages from..to, one at a time, each waiting for
+// its reply (seen in the manager's cache), and returns the turn latencies.
+func longTurns(ctx context.Context, c client.Client, cache client.Reader, names []string, from, to int, timeout time.Duration) ([]time.Duration, error) {
+	if from > to {
+		return nil, nil
+	}
+	var mu sync.Mutex
+	var lat []time.Duration
+	errs := make(chan error, len(names))
+	var wg sync.WaitGroup
+	for _, name := range names {
+		wg.Go(func() {
+			key := types.NamespacedName{Namespace: benchNamespace, Name: name}
+			for i := from; i <= to; i++ {
+				start := time.Now()
+				text := fmt.Sprintf("message %d: %s", i, strings.Repeat("words ", 15))
+				if _, _, err := plugin.SendMessage(ctx, c, key, fmt.Sprintf("m-%d", i), text); err != nil {
+					errs <- fmt.Errorf("%s message %d: %w", name, i, err)
+					return
+				}
+				if err := testenv.Poll(timeout, func() error {
+					var s flowv1.Session
+					if err := cache.Get(ctx, key, &s); err != nil {
+						return err
+					}
+					if s.Status.ProcessedMessages < int32(i) || s.Status.Phase != flowv1.PhaseWaitingForInput {
+						return fmt.Errorf("%s: processed %d of %d", name, s.Status.ProcessedMessages, i)
+					}
+					return nil
+				}); err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				lat = append(lat, time.Since(start))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		return nil, err
+	}
+	return lat, nil
+}
+
+// largestSession is the JSON size of the largest of the Sessions, as stored.
+func largestSession(ctx context.Context, c client.Client, names []string) (int, error) {
+	largest := 0
+	for _, name := range names {
+		var s flowv1.Session
+		if err := c.Get(ctx, types.NamespacedName{Namespace: benchNamespace, Name: name}, &s); err != nil {
+			return 0, err
+		}
+		raw, err := json.Marshal(&s)
+		if err != nil {
+			return 0, err
+		}
+		largest = max(largest, len(raw))
+	}
+	return largest, nil
+}
+
+// reportLong prints a long-conversation run, each checkpoint's figures as ratios of
+// message 100's (or the first checkpoint's) in the same run.
+func reportLong(r *longResult) {
+	base := r.Points[0]
+	for _, p := range r.Points {
+		if p.Message == 100 {
+			base = p
+		}
+	}
+	fmt.Printf("\nLong conversations: %d Session(s), %d messages each (ratios to message %d)\n\n", r.Sessions, r.Messages, base.Message)
+	fmt.Println("| message | object bytes | turn p50 ms | turn p99 ms | cluster CPU ms/turn | p50 ratio | CPU ratio |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, p := range r.Points {
+		fmt.Printf("| %d | %d | %.1f | %.1f | %.2f | %.2f | %.2f |\n", p.Message, p.Bytes, p.P50, p.P99, total(p.CPUPerTurn),
+			p.P50/base.P50, total(p.CPUPerTurn)/total(base.CPUPerTurn))
+	}
+}
