@@ -600,7 +600,7 @@ type Usage struct {
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=sess,categories=journeys
+// +kubebuilder:resource:shortName=sess,categories=journeyops
 // +kubebuilder:printcolumn:name="Journey",type=string,JSONPath=`.spec.journeyRef.name`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Pathway",type=string,JSONPath=`.status.currentPathway`
