@@ -119,7 +119,7 @@ func (l *Loop) Step(ctx context.Context, snap *engine.Snapshot, in Input) (Resul
 		journal(status, rec, snap.Journey().Limits.MaxJournal, in.Now)
 		res.Outcome = Performed
 	}
-	status.ObservedGeneration = in.Generation
+	Observe(status, in.Generation)
 	if equality.Semantic.DeepEqual(in.Status, status) {
 		res.Outcome = Unchanged
 	}
@@ -147,7 +147,7 @@ func (l *Loop) agentFailed(in Input, ans Answer) (Result, bool) {
 	default:
 		return Result{}, false
 	}
-	status.ObservedGeneration = in.Generation
+	Observe(status, in.Generation)
 	return res, true
 }
 
