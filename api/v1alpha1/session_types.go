@@ -35,18 +35,25 @@ type SessionSpec struct {
 	// +kubebuilder:validation:XValidation:rule="oldSelf.all(i, m, i >= size(self) || self[i] == m)",message="messages are append-only: existing messages cannot change or move, new ones go at the end"
 	Messages []Message `json:"messages,omitempty"`
 
-	// outcomes are results posted by External executors.
+	// outcomes are results posted by External executors. Append-only. Each is keyed
+	// by pathway, iteration and attempt, so server-side apply merges the outcomes of a
+	// file with those the plugin or an executor appended.
 	// +optional
-	// +listType=atomic
+	// +listType=map
+	// +listMapKey=pathway
+	// +listMapKey=iteration
+	// +listMapKey=attempt
 	// +kubebuilder:validation:MaxItems=500
 	// +kubebuilder:validation:XValidation:rule="size(self) >= size(oldSelf)",message="outcomes are append-only: existing outcomes cannot be removed"
 	// +kubebuilder:validation:XValidation:rule="oldSelf.all(i, o, i >= size(self) || self[i] == o)",message="outcomes are append-only: existing outcomes cannot change or move, new ones go at the end"
 	Outcomes []ExternalOutcome `json:"outcomes,omitempty"`
 
 	// approvals answer decisions that wait in AwaitingApproval or Escalated.
-	// Append-only.
+	// Append-only, one per decision: keyed by decisionID, so server-side apply merges
+	// the approvals of a file with those the plugin appended.
 	// +optional
-	// +listType=atomic
+	// +listType=map
+	// +listMapKey=decisionID
 	// +kubebuilder:validation:MaxItems=500
 	// +kubebuilder:validation:XValidation:rule="size(self) >= size(oldSelf)",message="approvals are append-only: existing approvals cannot be removed"
 	// +kubebuilder:validation:XValidation:rule="oldSelf.all(i, a, i >= size(self) || self[i] == a)",message="approvals are append-only: existing approvals cannot change or move, new ones go at the end"
@@ -103,6 +110,13 @@ type ExternalOutcome struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100000
 	Iteration int32 `json:"iteration"`
+	// attempt tells apart outcomes for the same pathway and iteration (a pathway
+	// retried within an iteration runs again): 1 for the first, then 2, 3 and on.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	Attempt int32 `json:"attempt,omitempty"`
 	// resultType is success, failure, partial_success or unclear.
 	// +required
 	ResultType ResultType `json:"resultType"`

@@ -116,6 +116,7 @@ func (oo *outcomeOptions) run(ctx context.Context, name string, iterationSet boo
 		if !iterationSet {
 			out.Iteration = max(s.Status.Iteration, 1)
 		}
+		out.Attempt = nextAttempt(s.Spec.Outcomes, out.Pathway, out.Iteration)
 		return out, nil
 	})
 	if err != nil {
@@ -123,12 +124,24 @@ func (oo *outcomeOptions) run(ctx context.Context, name string, iterationSet boo
 	}
 	fmt.Fprintf(oo.Out, "outcome %s for pathway %s (iteration %d) sent to session/%s\n", out.ResultType, out.Pathway, out.Iteration, name)
 	if cur := s.Status.CurrentPathway; cur != "" && cur != oo.pathway {
-		fmt.Fprintf(oo.ErrOut, "warning: session/%s is in pathway %s, not %s; the outcome counts only once the Session waits in %s\n", name, cur, oo.pathway, oo.pathway)
+		fmt.Fprintf(oo.ErrOut, "warning: session/%s is in pathway %s, not %s; the next time it waits in an External pathway other than %s, this outcome is discarded\n", name, cur, oo.pathway, oo.pathway)
 	}
 	if it := s.Status.Iteration; it > 0 && it != out.Iteration {
 		fmt.Fprintf(oo.ErrOut, "warning: session/%s is in iteration %d; an outcome for iteration %d is ignored\n", name, it, out.Iteration)
 	}
 	return nil
+}
+
+// nextAttempt is the attempt of a new outcome for pathway and iteration: one more than
+// the outcomes already sent for them (outcomes are keyed by all three).
+func nextAttempt(outcomes []flowv1alpha1.ExternalOutcome, pathway flowv1alpha1.Name, iteration int32) int32 {
+	attempt := int32(1)
+	for _, o := range outcomes {
+		if o.Pathway == pathway && o.Iteration == iteration {
+			attempt = max(attempt, max(o.Attempt, 1)+1)
+		}
+	}
+	return attempt
 }
 
 // ParseResultType accepts the four result types (and their dashed spellings).

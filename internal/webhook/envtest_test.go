@@ -382,7 +382,9 @@ func TestApprovalsMustAnswerThePendingDecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = approve("bob", s, flowv1.Approval{DecisionID: "d-3", Approve: false})
-	wantDenied(t, err, "decision d-3 is already answered by spec.approvals[0] (by alice)")
+	// Approvals are keyed by decisionID: the API server refuses a second answer to the
+	// same decision before the webhook sees it.
+	wantDenied(t, err, "spec.approvals[1]", "Duplicate value", `"decisionID":"d-3"`)
 
 	// Nothing pending yet: an approval cannot be sent ahead of its decision, on
 	// create or on update.
