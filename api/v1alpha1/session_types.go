@@ -620,7 +620,7 @@ type Usage struct {
 // +kubebuilder:printcolumn:name="Pathway",type=string,JSONPath=`.status.currentPathway`
 // +kubebuilder:printcolumn:name="Iteration",type=integer,JSONPath=`.status.iteration`
 // +kubebuilder:printcolumn:name="Confidence",type=string,JSONPath=`.status.confidence`
-// +kubebuilder:printcolumn:name="Reason",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // Session is one run of a journey.

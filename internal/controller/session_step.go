@@ -98,6 +98,10 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 	if st.status == nil {
 		return st.then
 	}
+	if st.status.Phase == "" {
+		// Stalled or suspended before its first step: still Pending, never blank.
+		st.status.Phase = flowv1.PhasePending
+	}
 	session.Observe(st.status, s.Generation)
 	old, before := s.Status.DeepCopy(), s.DeepCopy()
 	s.Status = *st.status

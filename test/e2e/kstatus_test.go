@@ -42,6 +42,22 @@ spec:
 	kubectl(t, "-n", ns, "wait", "--for=condition=Stalled", "--timeout=30s", "session/called-off")
 	mustMatch(t, kubectl(t, "-n", ns, "get", "session", "called-off", "-o", "jsonpath={.status.phase} {.status.conditions[?(@.type==\"Completed\")].status}"), `^Cancelled False$`)
 
+	// Printer columns: where it is and whether it is OK, by default.
+	mustMatch(t, kubectl(t, "-n", ns, "get", "journeys", "one-step"),
+		`(?m)^NAME\s+ENTRY\s+PATHWAYS\s+READY\s+REASON\s+REVISION\s+AGE$`, `(?m)^one-step\s+only\s+1\s+True\s+Valid\s+one-step-\S+\s`)
+	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
+kind: Session
+metadata: {name: held}
+spec:
+  journeyRef: {name: one-step}
+  suspend: true
+`)
+	kubectl(t, "-n", ns, "wait", "--for=jsonpath={.status.conditions[?(@.type==\"Ready\")].reason}=Suspended", "--timeout=30s", "session/held")
+	sessions := kubectl(t, "-n", ns, "get", "sessions")
+	mustMatch(t, sessions, `(?m)^NAME\s+JOURNEY\s+PHASE\s+PATHWAY\s+ITERATION\s+CONFIDENCE\s+REASON\s+AGE$`,
+		`(?m)^called-off\s+review-loop\s+Cancelled\s+.*\sCancelled\s+\S+$`,
+		`(?m)^held\s+one-step\s+Pending\s+Suspended\s+\S+$`)
+
 	// An edit to a finished Session is observed: kubectl wait (which checks the
 	// conditions' observedGeneration) still returns.
 	kubectl(t, "-n", ns, "label", "session/quick", "edited=yes")
