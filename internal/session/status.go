@@ -46,6 +46,9 @@ func Stall(status *flowv1.SessionStatus, reason, msg string, now time.Time) {
 	SetCondition(status, flowv1.ConditionStalled, metav1.ConditionTrue, reason, msg, now)
 	SetCondition(status, flowv1.ConditionReady, metav1.ConditionFalse, reason, msg, now)
 	apimeta.RemoveStatusCondition(&status.Conditions, flowv1.ConditionReconciling)
+	if apimeta.IsStatusConditionTrue(status.Conditions, flowv1.ConditionAwaitingInput) {
+		SetCondition(status, flowv1.ConditionAwaitingInput, metav1.ConditionFalse, reason, "Not waiting for input: the Session is stalled", now)
+	}
 }
 
 // Wait marks a Session that cannot start yet (its Journey is missing or not Ready):
