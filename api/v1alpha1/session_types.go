@@ -138,9 +138,10 @@ type Approval struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	DecisionID string `json:"decisionID"`
-	// approve accepts (true) or rejects (false) the decision.
+	// approve accepts (true) or rejects (false) the decision. It must be given: an
+	// approval without it is refused, never read as a rejection.
 	// +required
-	Approve bool `json:"approve"`
+	Approve *bool `json:"approve,omitempty"`
 	// destination overrides the decision's destination; it must be allowed.
 	// +optional
 	Destination Name `json:"destination,omitempty"`

@@ -350,7 +350,7 @@ func TestApproveOnCluster(t *testing.T) {
 	if len(a) != 1 {
 		t.Fatalf("approvals %+v", a)
 	}
-	if a[0].DecisionID != "d-7" || !a[0].Approve || a[0].Destination != "rollback" || a[0].By != "alice" ||
+	if a[0].DecisionID != "d-7" || !a[0].Approves() || a[0].Destination != "rollback" || a[0].By != "alice" ||
 		a[0].Reason != "error budget exhausted" || a[0].At == nil || a[0].At.Time.Before(before) {
 		t.Errorf("approval %+v", a[0])
 	}

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -90,7 +91,7 @@ func TestForcedServerSideApplyKeepsAppendedItems(t *testing.T) {
 	d := draftDecision()
 	d.ID = "d-4"
 	setDecision(t, d)
-	appendItem(t, "bob", "approvals", flowv1.Approval{DecisionID: "d-4", Approve: true})
+	appendItem(t, "bob", "approvals", flowv1.Approval{DecisionID: "d-4", Approve: ptr.To(true)})
 
 	for range 2 {
 		if err := applyFile(t, sessionFileWithApproval); err != nil {
@@ -114,4 +115,12 @@ func TestForcedServerSideApplyKeepsAppendedItems(t *testing.T) {
 	if a := s.Spec.Approvals[1]; a.DecisionID != "d-4" || a.By != "bob" {
 		t.Errorf("the plugin's approval: %+v", a)
 	}
+}
+
+// An approval without approve is refused by the API server: a client that forgets the
+// field does not send a rejection.
+func TestApprovalWithoutApproveIsRefused(t *testing.T) {
+	s := newSession(t, draftDecision())
+	_, err := approve("alice", s, flowv1.Approval{DecisionID: "d-3", Reason: "forgot approve"})
+	wantDenied(t, err, "spec.approvals[0].approve", "Required value")
 }
