@@ -160,7 +160,16 @@ type Approval struct {
 
 // SessionStatus is where a Session is and how it got there.
 type SessionStatus struct {
-	// phase is the lifecycle phase.
+	// phase is the lifecycle phase; the conditions say the same for tools (docs/operations.md).
+	// Pending: not started yet (its Journey is missing or not Ready, or it is suspended).
+	// Running: it has work to do (a message, an outcome, an agent call).
+	// WaitingForInput: nothing to do until a message or an External outcome arrives.
+	// AwaitingApproval: a decision waits for an entry in spec.approvals.
+	// Escalated: a decision's confidence was too low; an approval naming it moves it on.
+	// Completed: the journey finished. Terminal.
+	// Failed: the journey failed (a failure transition closed it). Terminal.
+	// Cancelled: spec.cancel was set. Terminal.
+	// A Session stalled by a cap keeps its phase; the Stalled condition and REASON say why.
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
 	// currentPathway is the pathway the Session is in.
