@@ -111,7 +111,7 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 	}
 	switch st.step {
 	case session.Unchanged:
-		stepsTotal.WithLabelValues(journey, "blocked").Inc()
+		stepsTotal.WithLabelValues(journey, "unchanged").Inc()
 	case session.Performed, session.Changed:
 		label := "changed"
 		if st.step == session.Performed {
