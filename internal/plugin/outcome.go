@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
 
@@ -106,6 +108,9 @@ func (oo *outcomeOptions) run(ctx context.Context, name string, iterationSet boo
 		if err := acceptsInput(s); err != nil {
 			return nil, err
 		}
+		if err := knownPathway(ctx, c, s, oo.pathway); err != nil {
+			return nil, err
+		}
 		out = flowv1alpha1.ExternalOutcome{
 			Pathway:    flowv1alpha1.Name(oo.pathway),
 			Iteration:  oo.iteration,
@@ -130,6 +135,25 @@ func (oo *outcomeOptions) run(ctx context.Context, name string, iterationSet boo
 		fmt.Fprintf(oo.ErrOut, "warning: session/%s is in iteration %d; an outcome for iteration %d is ignored\n", name, it, out.Iteration)
 	}
 	return nil
+}
+
+// knownPathway refuses an outcome for a pathway the Session's Journey does not have:
+// the operator would discard it. When the Journey cannot be read there is nothing to
+// check against, and the outcome is sent.
+func knownPathway(ctx context.Context, c client.Client, s *flowv1alpha1.Session, pathway string) error {
+	var j flowv1alpha1.Journey
+	if err := c.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.JourneyRef.Name}, &j); err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(j.Spec.Pathways))
+	for _, p := range j.Spec.Pathways {
+		if string(p.Name) == pathway {
+			return nil
+		}
+		names = append(names, string(p.Name))
+	}
+	return fmt.Errorf("--pathway %q is not a pathway of journey %q (it has %s); the operator would discard the outcome",
+		pathway, j.Name, strings.Join(names, ", "))
 }
 
 // nextAttempt is the attempt of a new outcome for pathway and iteration: one more than
