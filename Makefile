@@ -102,6 +102,8 @@ graphs: envtest ## Redraw the sample journeys in docs/graphs (Mermaid and SVG) w
 .PHONY: install-plugin
 install-plugin: ## Install kubectl-journey into $GOBIN (kubectl journey ...).
 	$(GO) install ./cmd/kubectl-journey
+	@bin="$$($(GO) env GOBIN)"; [ -n "$$bin" ] || bin="$$($(GO) env GOPATH)/bin"; \
+	case ":$$PATH:" in *":$$bin:"*) ;; *) echo "kubectl-journey was installed in $$bin, which is not on PATH, so kubectl will say 'unknown command \"journey\"'. Add it: export PATH=\"$$bin:\$$PATH\"" ;; esac
 
 ##@ Deployment
 

@@ -1,9 +1,12 @@
 package v1alpha1
 
-// Condition types and reasons. Ready is always present (kstatus); Reconciling and
-// Stalled only while true. Events reuse these reasons.
+// Condition types and reasons, as kstatus (sigs.k8s.io/cli-utils) and `kubectl wait`
+// read them: Ready is always present; Reconciling and Stalled only while true; every
+// condition carries the metadata.generation it observed. Events reuse these reasons.
+// docs/operations.md has the table phase -> conditions -> kstatus status.
 
-// Ready: the object is usable (a Journey or Pathway is valid; a Session is healthy).
+// Ready: the object is usable (a Journey or Pathway is valid; a Session is healthy:
+// running, waiting for a message, waiting on a person, or completed).
 const (
 	ConditionReady = "Ready"
 
@@ -43,7 +46,9 @@ const (
 )
 
 // Stalled: the object cannot make progress without a change from a person (only while
-// true). Reasons for Sessions are the caps and blocks of the engine.
+// true): an invalid Journey or Pathway (reason Invalid), a Session blocked by a cap
+// (the reasons below), and every Session that ended without completing (Failed,
+// Cancelled or the reason it failed with).
 const (
 	ConditionStalled = "Stalled"
 
@@ -58,6 +63,13 @@ const (
 	ReasonStackOverflow      = "StackOverflow"
 	ReasonAgentTerminalError = "AgentTerminalError"
 	ReasonInvalidSpec        = "InvalidSpec"
+)
+
+// Completed: the Session finished (present once it did): True when it completed,
+// False when it failed or was cancelled, with the same reason as Ready. So
+// `kubectl wait --for=condition=Completed` returns when a Session completed.
+const (
+	ConditionCompleted = "Completed"
 )
 
 // AwaitingInput: the Session waits for a message or an External outcome.

@@ -136,3 +136,8 @@ func (s *SessionSpec) ApprovalIndex(decisionID string) int {
 	}
 	return -1
 }
+
+// Approves reports whether the approval accepts its decision: approve is set and true.
+func (a *Approval) Approves() bool {
+	return a.Approve != nil && *a.Approve
+}

@@ -470,10 +470,11 @@ type JourneyStatus struct {
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=jny,categories=journeys
+// +kubebuilder:resource:shortName=jny,categories=journeyops
 // +kubebuilder:printcolumn:name="Entry",type=string,JSONPath=`.spec.entryPathway`
 // +kubebuilder:printcolumn:name="Pathways",type=integer,JSONPath=`.status.pathways`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.currentRevision`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 

@@ -380,7 +380,7 @@ type PathwayStatus struct {
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=pw,categories=journeys
+// +kubebuilder:resource:shortName=pw,categories=journeyops
 // +kubebuilder:printcolumn:name="Executor",type=string,JSONPath=`.spec.executor`
 // +kubebuilder:printcolumn:name="Next",type=string,JSONPath=`.spec.next`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

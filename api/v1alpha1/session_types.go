@@ -54,18 +54,25 @@ type SessionSpec struct {
 	// +kubebuilder:validation:Maximum=2147483647
 	MessagesDropped int32 `json:"messagesDropped,omitempty"`
 
-	// outcomes are results posted by External executors.
+	// outcomes are results posted by External executors. Append-only. Each is keyed
+	// by pathway, iteration and attempt, so server-side apply merges the outcomes of a
+	// file with those the plugin or an executor appended.
 	// +optional
-	// +listType=atomic
+	// +listType=map
+	// +listMapKey=pathway
+	// +listMapKey=iteration
+	// +listMapKey=attempt
 	// +kubebuilder:validation:MaxItems=500
 	// +kubebuilder:validation:XValidation:rule="size(self) >= size(oldSelf)",message="outcomes are append-only: existing outcomes cannot be removed"
 	// +kubebuilder:validation:XValidation:rule="oldSelf.all(i, o, i >= size(self) || self[i] == o)",message="outcomes are append-only: existing outcomes cannot change or move, new ones go at the end"
 	Outcomes []ExternalOutcome `json:"outcomes,omitempty"`
 
 	// approvals answer decisions that wait in AwaitingApproval or Escalated.
-	// Append-only.
+	// Append-only, one per decision: keyed by decisionID, so server-side apply merges
+	// the approvals of a file with those the plugin appended.
 	// +optional
-	// +listType=atomic
+	// +listType=map
+	// +listMapKey=decisionID
 	// +kubebuilder:validation:MaxItems=500
 	// +kubebuilder:validation:XValidation:rule="size(self) >= size(oldSelf)",message="approvals are append-only: existing approvals cannot be removed"
 	// +kubebuilder:validation:XValidation:rule="oldSelf.all(i, a, i >= size(self) || self[i] == a)",message="approvals are append-only: existing approvals cannot change or move, new ones go at the end"
@@ -122,6 +129,13 @@ type ExternalOutcome struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100000
 	Iteration int32 `json:"iteration"`
+	// attempt tells apart outcomes for the same pathway and iteration (a pathway
+	// retried within an iteration runs again): 1 for the first, then 2, 3 and on.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	Attempt int32 `json:"attempt,omitempty"`
 	// resultType is success, failure, partial_success or unclear.
 	// +required
 	ResultType ResultType `json:"resultType"`
@@ -143,9 +157,10 @@ type Approval struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	DecisionID string `json:"decisionID"`
-	// approve accepts (true) or rejects (false) the decision.
+	// approve accepts (true) or rejects (false) the decision. It must be given: an
+	// approval without it is refused, never read as a rejection.
 	// +required
-	Approve bool `json:"approve"`
+	Approve *bool `json:"approve,omitempty"`
 	// destination overrides the decision's destination; it must be allowed.
 	// +optional
 	Destination Name `json:"destination,omitempty"`
@@ -164,7 +179,16 @@ type Approval struct {
 
 // SessionStatus is where a Session is and how it got there.
 type SessionStatus struct {
-	// phase is the lifecycle phase.
+	// phase is the lifecycle phase; the conditions say the same for tools (docs/operations.md).
+	// Pending: not started yet (its Journey is missing or not Ready, or it is suspended).
+	// Running: it has work to do (a message, an outcome, an agent call).
+	// WaitingForInput: nothing to do until a message or an External outcome arrives.
+	// AwaitingApproval: a decision waits for an entry in spec.approvals.
+	// Escalated: a decision's confidence was too low; an approval naming it moves it on.
+	// Completed: the journey finished. Terminal.
+	// Failed: the journey failed (a failure transition closed it). Terminal.
+	// Cancelled: spec.cancel was set. Terminal.
+	// A Session stalled by a cap keeps its phase; the Stalled condition and REASON say why.
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
 	// currentPathway is the pathway the Session is in.
@@ -682,13 +706,13 @@ type Usage struct {
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=sess,categories=journeys
+// +kubebuilder:resource:shortName=sess,categories=journeyops
 // +kubebuilder:printcolumn:name="Journey",type=string,JSONPath=`.spec.journeyRef.name`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Pathway",type=string,JSONPath=`.status.currentPathway`
 // +kubebuilder:printcolumn:name="Iteration",type=integer,JSONPath=`.status.iteration`
 // +kubebuilder:printcolumn:name="Confidence",type=string,JSONPath=`.status.confidence`
-// +kubebuilder:printcolumn:name="Reason",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // Session is one run of a journey.

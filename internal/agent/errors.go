@@ -37,8 +37,12 @@ type Error struct {
 	Err        error
 }
 
+// Error names the agent when there is one, then the class and kind of the failure.
 func (e *Error) Error() string {
-	return fmt.Sprintf("agent %s: %s %s: %v", e.Agent, e.Class, e.Kind, e.Err)
+	if e.Agent == "" {
+		return fmt.Sprintf("%s %s error: %v", e.Class, e.Kind, e.Err)
+	}
+	return fmt.Sprintf("agent %q: %s %s error: %v", e.Agent, e.Class, e.Kind, e.Err)
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -241,7 +241,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatalf("approvals %+v; want one", s.Spec.Approvals)
 		}
 		a := s.Spec.Approvals[0]
-		if a.By != "ann" || !a.Approve || a.Reason != "plan looks right" || a.At == nil || !a.At.Time.Equal(webhookNow) {
+		if a.By != "ann" || !a.Approves() || a.Reason != "plan looks right" || a.At == nil || !a.At.Time.Equal(webhookNow) {
 			t.Errorf("approval %+v; want approved by ann, stamped by the webhook at %s", a, webhookNow)
 		}
 		if s.Status.CurrentPathway != "publish-plan" {

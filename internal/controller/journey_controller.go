@@ -7,7 +7,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -152,12 +151,7 @@ func (r *JourneyReconciler) ensureRevision(ctx context.Context, j *flowv1.Journe
 }
 
 func (r *JourneyReconciler) setReady(j *flowv1.Journey, status metav1.ConditionStatus, reason, msg string) {
-	if len(msg) > 32768 {
-		msg = msg[:32768]
-	}
-	apimeta.SetStatusCondition(&j.Status.Conditions, metav1.Condition{
-		Type: flowv1.ConditionReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: j.Generation,
-	})
+	setValidity(&j.Status.Conditions, j.Generation, status, reason, msg)
 }
 
 // SetupWithManager registers the controller: Journeys, the Pathways they reference, and

@@ -15,7 +15,7 @@ import (
 var (
 	stepsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "journey_steps_total",
-		Help: "Session steps by journey and result (changed, blocked, effect, error).",
+		Help: "Session steps by journey and result: changed, effect (an agent call), error, unchanged (nothing to do, nothing written).",
 	}, []string{"journey", "result"})
 	transitionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "journey_transitions_total",

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -34,12 +33,11 @@ func (r *PathwayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // reconcile says in the Pathway's Ready condition whether its expressions compile.
 func (r *PathwayReconciler) reconcile(_ context.Context, p *flowv1.Pathway) outcome {
 	issues := PathwayIssues(&p.Spec)
-	cond := metav1.Condition{Type: flowv1.ConditionReady, Status: metav1.ConditionTrue, Reason: flowv1.ReasonValid,
-		Message: "All expressions compile", ObservedGeneration: p.Generation}
 	if len(issues) > 0 {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, flowv1.ReasonInvalid, strings.Join(issues, "; ")
+		setValidity(&p.Status.Conditions, p.Generation, metav1.ConditionFalse, flowv1.ReasonInvalid, strings.Join(issues, "; "))
+	} else {
+		setValidity(&p.Status.Conditions, p.Generation, metav1.ConditionTrue, flowv1.ReasonValid, "All expressions compile")
 	}
-	apimeta.SetStatusCondition(&p.Status.Conditions, cond)
 	p.Status.ObservedGeneration = p.Generation
 	return outcome{}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -277,7 +278,7 @@ func TestSamplePlanningWaitsForApproval(t *testing.T) {
 	}
 
 	// An approval naming an unknown decision is ignored, with a warning in lastTurn.
-	approve(t, ns, s.Name, flowv1.Approval{DecisionID: "d-nope", Approve: true, By: "mallory"})
+	approve(t, ns, s.Name, flowv1.Approval{DecisionID: "d-nope", Approve: ptr.To(true), By: "mallory"})
 	got = settled(t, ns, s.Name, func(s *flowv1.Session) error {
 		if s.Status.ProcessedApprovals < 1 {
 			return fmt.Errorf("approvals processed %d", s.Status.ProcessedApprovals)
@@ -291,7 +292,7 @@ func TestSamplePlanningWaitsForApproval(t *testing.T) {
 		t.Errorf("lastTurn %+v: want a failure recording the ignored approval", got.Status.LastTurn)
 	}
 
-	approve(t, ns, s.Name, flowv1.Approval{DecisionID: d.ID, Approve: true, By: "alice"})
+	approve(t, ns, s.Name, flowv1.Approval{DecisionID: d.ID, Approve: ptr.To(true), By: "alice"})
 	got = settled(t, ns, s.Name, func(s *flowv1.Session) error {
 		if s.Status.Phase != flowv1.PhaseCompleted {
 			return fmt.Errorf("phase %s in %s", s.Status.Phase, s.Status.CurrentPathway)

@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -87,9 +89,25 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	now := r.Clock.Now()
 	if s.Status.Phase.IsTerminal() {
-		return computeResult(r.expire(ctx, &s, now))
+		return computeResult(r.finished(ctx, &s, now))
 	}
 	return computeResult(r.finish(ctx, &s, r.step(ctx, &s, now), now))
+}
+
+// finished reconciles a Session that ended: its status only records the generation it
+// observed (an edit to a finished Session changes nothing else), then it waits for its
+// TTL.
+func (r *SessionReconciler) finished(ctx context.Context, s *flowv1.Session, now time.Time) outcome {
+	status := s.Status.DeepCopy()
+	session.Observe(status, s.Generation)
+	if !equality.Semantic.DeepEqual(&s.Status, status) {
+		before := s.DeepCopy()
+		s.Status = *status
+		if out, ok := writeStatus(ctx, r.Client, before, s, false); !ok {
+			return out
+		}
+	}
+	return r.expire(ctx, s, now)
 }
 
 // SetupWithManager registers the controller: Sessions (spec changes, and our own

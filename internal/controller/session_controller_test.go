@@ -171,7 +171,7 @@ func echoJourney(t *testing.T, ns, reply string) {
 			Builtin: &flowv1.BuiltinPathway{
 				Reply: reply,
 				Outputs: []flowv1.BuiltinOutput{
-					{Name: "count", Expression: "(has(context.count) ? context.count : 0.0) + 1.0"},
+					{Name: "count", Expression: "(has(context.count) ? context.count : 0) + 1"},
 					{Name: "log", Expression: "(has(context.log) ? context.log : '') + message + ','"},
 				},
 				Complete: "false",

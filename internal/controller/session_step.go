@@ -107,7 +107,11 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 	if st.status == nil {
 		return st.then
 	}
-	st.status.ObservedGeneration = s.Generation
+	if st.status.Phase == "" {
+		// Stalled or suspended before its first step: still Pending, never blank.
+		st.status.Phase = flowv1.PhasePending
+	}
+	session.Observe(st.status, s.Generation)
 	old, before := s.Status.DeepCopy(), s.DeepCopy()
 	s.Status = *st.status
 	if out, ok := writeStatus(ctx, r.Client, before, s, equality.Semantic.DeepEqual(old, st.status)); !ok {
@@ -117,7 +121,7 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 	st.trace.End()
 	switch st.step {
 	case session.Unchanged:
-		stepsTotal.WithLabelValues(journey, "blocked").Inc()
+		stepsTotal.WithLabelValues(journey, "unchanged").Inc()
 	case session.Performed, session.Changed:
 		label := "changed"
 		if st.step == session.Performed {
@@ -147,8 +151,11 @@ func (r *SessionReconciler) next(ctx context.Context, s *flowv1.Session, phase f
 func (r *SessionReconciler) pin(ctx context.Context, s *flowv1.Session) (revision, reason, msg string) {
 	var j flowv1.Journey
 	err := r.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.JourneyRef.Name}, &j)
+	if apierrors.IsNotFound(err) {
+		return "", flowv1.ReasonJourneyNotFound, fmt.Sprintf("Journey %q not found in namespace %q; the Session starts once it exists and is Ready", s.Spec.JourneyRef.Name, s.Namespace)
+	}
 	if err != nil {
-		return "", flowv1.ReasonJourneyNotFound, fmt.Sprintf("Journey %q not found: %v", s.Spec.JourneyRef.Name, client.IgnoreNotFound(err))
+		return "", flowv1.ReasonJourneyNotFound, fmt.Sprintf("Journey %q could not be read: %v", s.Spec.JourneyRef.Name, err)
 	}
 	ready := apimeta.FindStatusCondition(j.Status.Conditions, flowv1.ConditionReady)
 	if ready == nil || ready.Status != metav1.ConditionTrue || j.Status.CurrentRevision == "" {

@@ -12,6 +12,7 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/tools/clinic"
@@ -183,7 +184,7 @@ func TestDestructiveToolWaitsForApproval(t *testing.T) {
 	}
 	answer := func(name, id string, ok bool) {
 		s := get(t, ns, name, &flowv1.Session{})
-		s.Spec.Approvals = append(s.Spec.Approvals, flowv1.Approval{DecisionID: id, Approve: ok, By: "alice", Reason: "checked"})
+		s.Spec.Approvals = append(s.Spec.Approvals, flowv1.Approval{DecisionID: id, Approve: ptr.To(ok), By: "alice", Reason: "checked"})
 		if err := k8sClient.Update(context.Background(), s); err != nil {
 			t.Fatal(err)
 		}

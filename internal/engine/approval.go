@@ -39,7 +39,7 @@ func (r *run) approval() {
 		r.denyApproval(fmt.Sprintf("%q may not approve decision %s", a.By, ld.ID))
 		return
 	}
-	if !a.Approve {
+	if !a.Approves() {
 		r.reject(ld, a)
 		return
 	}

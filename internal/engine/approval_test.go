@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
@@ -83,7 +84,7 @@ func TestApprovals(t *testing.T) {
 		s.approve(s.st.LastDecision.ID, true, "") // by alice
 		s.settle()
 		s.expect(flowv1.PhaseAwaitingApproval, "seek-approval")
-		s.spec.Approvals = append(s.spec.Approvals, flowv1.Approval{DecisionID: s.st.LastDecision.ID, Approve: true, By: "bob"})
+		s.spec.Approvals = append(s.spec.Approvals, flowv1.Approval{DecisionID: s.st.LastDecision.ID, Approve: ptr.To(true), By: "bob"})
 		s.settle()
 		s.expect(flowv1.PhaseCompleted, "complete")
 	})

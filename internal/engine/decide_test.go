@@ -78,7 +78,8 @@ func TestStateTransitions(t *testing.T) {
 		// prevention.
 		{"low confidence goes back", `{"collect":"sufficient_context","outline_low":true}`, flowv1.PhaseRunning, "outline",
 			"collect-context>outline>collect-context>outline>collect-context>outline>collect-context>outline>collect-context>outline", flowv1.ReasonIterationLimit},
-		{"fatal error aborts", `{"collect":"sufficient_context","outline_abort":true}`, flowv1.PhaseFailed, "outline", "collect-context>outline", ""},
+		// A failed Session is Stalled with the reason it failed for (kstatus: Failed).
+		{"fatal error aborts", `{"collect":"sufficient_context","outline_abort":true}`, flowv1.PhaseFailed, "outline", "collect-context>outline", flowv1.ReasonFailed},
 		{"infeasible schedule", `{"collect":"sufficient_context","outline_ok_at":2,"schedule":"failure"}`, flowv1.PhaseWaitingForInput, "needs-sched-escalation",
 			"collect-context>outline>roadmap>schedule>needs-sched-escalation", ""},
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
@@ -133,7 +134,7 @@ func (s *session) post(pathway string, iteration int32, rt flowv1.ResultType, da
 }
 
 func (s *session) approve(id string, ok bool, dest string) *session {
-	s.spec.Approvals = append(s.spec.Approvals, flowv1.Approval{DecisionID: id, Approve: ok, Destination: flowv1.Name(dest), By: "alice"})
+	s.spec.Approvals = append(s.spec.Approvals, flowv1.Approval{DecisionID: id, Approve: ptr.To(ok), Destination: flowv1.Name(dest), By: "alice"})
 	return s
 }
 

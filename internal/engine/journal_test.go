@@ -253,8 +253,12 @@ func TestEvents(t *testing.T) {
 	if len(all) != 2 || all[1].Type != EventWarning || all[1].Reason != flowv1.ReasonEscalated {
 		t.Errorf("escalation events %+v", all)
 	}
-	if c := s.condition(flowv1.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != flowv1.ReasonEscalated {
+	// Escalated is reported like AwaitingApproval: healthy, waiting on a person.
+	if c := s.condition(flowv1.ConditionReady); c.Status != metav1.ConditionTrue || c.Reason != flowv1.ReasonEscalated {
 		t.Errorf("Ready %+v", c)
+	}
+	if c := s.condition(flowv1.ConditionAwaitingApproval); c.Status != metav1.ConditionTrue || c.Reason != flowv1.ReasonEscalated {
+		t.Errorf("AwaitingApproval %+v", c)
 	}
 }
 

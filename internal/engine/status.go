@@ -28,12 +28,17 @@ func (r *run) settle() {
 	r.conditions(blocked)
 }
 
+// conditions makes the Session's conditions agree with its phase, as kstatus reads
+// them: Ready always (True while the Session is healthy, including while it waits on a
+// person); Reconciling only while it runs; Stalled while a cap blocks it and once it
+// failed or was cancelled; Completed once it finished (True only for Completed).
 func (r *run) conditions(blocked bool) {
 	st := r.st
 	var (
 		ready       = metav1.ConditionTrue
 		reason, msg string
 		reconciling bool
+		stalled     bool
 		input       bool
 		approval    bool
 	)
@@ -42,23 +47,22 @@ func (r *run) conditions(blocked bool) {
 	case st.Phase == flowv1.PhaseCompleted:
 		reason, msg = flowv1.ReasonCompleted, fmt.Sprintf("The journey completed in pathway %s", cur)
 	case st.Phase == flowv1.PhaseFailed:
-		ready, reason, msg = metav1.ConditionFalse, r.readyReason, r.readyMessage
+		ready, stalled, reason, msg = metav1.ConditionFalse, true, r.readyReason, r.readyMessage
 		if reason == "" {
-			reason, msg = flowv1.ReasonFailed, "The journey failed"
+			reason, msg = failedReason(st)
 		}
 	case st.Phase == flowv1.PhaseCancelled:
-		ready, reason, msg = metav1.ConditionFalse, flowv1.ReasonCancelled, "The session was cancelled"
+		ready, stalled, reason, msg = metav1.ConditionFalse, true, flowv1.ReasonCancelled, "The session was cancelled"
 	case r.suspended:
 		ready, reason, msg = metav1.ConditionFalse, flowv1.ReasonSuspended, "The session is suspended"
 	case blocked:
 		c := apimeta.FindStatusCondition(st.Conditions, flowv1.ConditionStalled)
 		ready, reason, msg = metav1.ConditionFalse, c.Reason, c.Message
-	case st.Phase == flowv1.PhaseAwaitingApproval:
+	case st.Phase.AwaitsApproval():
+		// AwaitingApproval and Escalated alike: the Session is healthy and waits on a
+		// person, as it waits for a message.
 		approval = true
-		reason, msg = flowv1.ReasonAwaitingApproval, approvalMessage(st)
-	case st.Phase == flowv1.PhaseEscalated:
-		approval = true
-		ready, reason, msg = metav1.ConditionFalse, flowv1.ReasonEscalated, approvalMessage(st)
+		reason, msg = string(st.Phase), approvalMessage(st)
 	case st.Phase == flowv1.PhaseRunning:
 		reconciling = true
 		reason, msg = flowv1.ReasonProgressing, fmt.Sprintf("Working in pathway %s", cur)
@@ -72,13 +76,18 @@ func (r *run) conditions(blocked bool) {
 		return // Pending: the controller owns the conditions until the first step
 	}
 	setCondition(st, flowv1.ConditionReady, ready, reason, msg, r.now)
-	if reconciling {
-		setCondition(st, flowv1.ConditionReconciling, metav1.ConditionTrue, flowv1.ReasonProgressing, msg, r.now)
-	} else {
-		apimeta.RemoveStatusCondition(&st.Conditions, flowv1.ConditionReconciling)
-	}
-	if !blocked {
+	toggle(st, flowv1.ConditionReconciling, reconciling, flowv1.ReasonProgressing, msg, r.now)
+	if stalled {
+		setCondition(st, flowv1.ConditionStalled, metav1.ConditionTrue, reason, msg, r.now)
+	} else if !blocked {
 		apimeta.RemoveStatusCondition(&st.Conditions, flowv1.ConditionStalled)
+	}
+	if st.Phase.IsTerminal() {
+		done := metav1.ConditionFalse
+		if st.Phase == flowv1.PhaseCompleted {
+			done = metav1.ConditionTrue
+		}
+		setCondition(st, flowv1.ConditionCompleted, done, reason, msg, r.now)
 	}
 	if input {
 		setCondition(st, flowv1.ConditionAwaitingInput, metav1.ConditionTrue, flowv1.ReasonWaitingForInput, msg, r.now)
@@ -89,6 +98,24 @@ func (r *run) conditions(blocked bool) {
 		setCondition(st, flowv1.ConditionAwaitingApproval, metav1.ConditionTrue, reason, msg, r.now)
 	} else if apimeta.FindStatusCondition(st.Conditions, flowv1.ConditionAwaitingApproval) != nil {
 		setCondition(st, flowv1.ConditionAwaitingApproval, metav1.ConditionFalse, reason, "No decision waits for approval", r.now)
+	}
+}
+
+// failedReason is the reason of a Session that failed without saying why in this
+// step: the Ready condition it already carries, else Failed.
+func failedReason(st *flowv1.SessionStatus) (reason, msg string) {
+	if c := apimeta.FindStatusCondition(st.Conditions, flowv1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
+		return c.Reason, c.Message
+	}
+	return flowv1.ReasonFailed, "The journey failed"
+}
+
+// toggle sets a condition that is present only while true (Reconciling).
+func toggle(st *flowv1.SessionStatus, typ string, on bool, reason, msg string, now metav1.Time) {
+	if on {
+		setCondition(st, typ, metav1.ConditionTrue, reason, msg, now)
+	} else {
+		apimeta.RemoveStatusCondition(&st.Conditions, typ)
 	}
 }
 
@@ -109,9 +136,15 @@ func approvalMessage(st *flowv1.SessionStatus) string {
 	return fmt.Sprintf("Decision %s (%s -> %s, confidence %s) waits for approval", d.ID, d.From, d.To, d.Confidence)
 }
 
+// setCondition sets a condition at now. The generation a condition observed is the
+// caller's to stamp (session.Observe): the engine keeps the one it finds.
 func setCondition(st *flowv1.SessionStatus, typ string, status metav1.ConditionStatus, reason, msg string, now metav1.Time) {
+	var gen int64
+	if c := apimeta.FindStatusCondition(st.Conditions, typ); c != nil {
+		gen = c.ObservedGeneration
+	}
 	apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: truncate(msg, 1024), LastTransitionTime: now,
+		Type: typ, Status: status, Reason: reason, Message: truncate(msg, 1024), LastTransitionTime: now, ObservedGeneration: gen,
 	})
 }
 
@@ -191,7 +224,7 @@ func Events(old, cur *flowv1.SessionStatus) []Event {
 			out = append(out, Event{EventNormal, flowv1.ReasonCancelled, "The session was cancelled"})
 		}
 	}
-	if reason, blocked := Blocked(cur); blocked {
+	if reason, blocked := Blocked(cur); blocked && !cur.Phase.IsTerminal() {
 		if was, wasBlocked := Blocked(old); !wasBlocked || was != reason {
 			c := apimeta.FindStatusCondition(cur.Conditions, flowv1.ConditionStalled)
 			out = append(out, Event{EventWarning, reason, c.Message})

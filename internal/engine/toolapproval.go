@@ -97,7 +97,7 @@ func (r *run) toolApproval(c *flowv1.ToolCallProgress) (res stageResult, goOn bo
 		d = &flowv1.DecisionRecord{ID: c.ID, Transition: "tool:" + c.Tool, From: st.CurrentPathway}
 	}
 	d.Source = flowv1.SourceApproval
-	if a.Approve {
+	if a.Approves() {
 		d.State = flowv1.DecisionApproved
 		c.ApprovedBy = a.By
 	} else {

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/ext"
 	"github.com/google/cel-go/interpreter"
@@ -56,6 +57,10 @@ func Env() (*cel.Env, error) {
 			ext.Sets(),
 			ext.Math(),
 			ext.Encoders(),
+			// Whole JSON numbers are ints; ints and doubles compare with each other
+			// (`context.count >= 3.0`), though CEL adds only numbers of one type.
+			cel.CustomTypeAdapter(jsonAdapter{base: types.DefaultTypeAdapter}),
+			cel.CrossTypeNumericComparisons(true),
 		)
 	})
 	return env, envErr

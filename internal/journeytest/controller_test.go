@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -64,7 +65,7 @@ func TestAgainstTheController(t *testing.T) {
 			key := types.NamespacedName{Namespace: ns, Name: session}
 			s := waitSettled(t, k, key)
 			if s.Status.Phase == flowv1.PhaseAwaitingApproval {
-				s.Spec.Approvals = append(s.Spec.Approvals, flowv1.Approval{DecisionID: s.Status.LastDecision.ID, Approve: true, By: "alice"})
+				s.Spec.Approvals = append(s.Spec.Approvals, flowv1.Approval{DecisionID: s.Status.LastDecision.ID, Approve: ptr.To(true), By: "alice"})
 				if err := k.Update(ctx, s); err != nil {
 					t.Fatal(err)
 				}

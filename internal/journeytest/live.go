@@ -194,7 +194,7 @@ func outcomeStep(o flowv1.ExternalOutcome) Step {
 // approvalStep approves the decision waiting when the step runs: decision ids are
 // d-<status.step>, and a Session created with its inputs numbers its steps differently.
 func approvalStep(a flowv1.Approval) Step {
-	approve := a.Approve
+	approve := a.Approves()
 	return Step{Approval: &ApprovalInput{Approve: &approve, Destination: string(a.Destination), By: a.By, Reason: a.Reason}}
 }
 

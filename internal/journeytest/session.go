@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/utils/ptr"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/engine"
@@ -171,7 +172,7 @@ func (s *session) send(step *Step) (string, error) {
 		s.generation++
 	case step.Approval != nil:
 		a := flowv1.Approval{
-			DecisionID: step.Approval.DecisionID, Approve: *step.Approval.Approve,
+			DecisionID: step.Approval.DecisionID, Approve: ptr.To(*step.Approval.Approve),
 			Destination: flowv1.Name(step.Approval.Destination), By: step.Approval.By, Reason: step.Approval.Reason,
 		}
 		if a.DecisionID == "" {

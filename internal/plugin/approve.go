@@ -12,6 +12,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -147,7 +148,7 @@ func Approve(ctx context.Context, c client.Client, key types.NamespacedName, r A
 		}
 		approval = flowv1alpha1.Approval{
 			DecisionID:  id,
-			Approve:     !r.Reject,
+			Approve:     ptr.To(!r.Reject),
 			Destination: flowv1alpha1.Name(r.To),
 			By:          r.By,
 			Reason:      r.Reason,
@@ -190,7 +191,7 @@ func CheckApproval(s *flowv1alpha1.Session, decisionID, to string, reject bool) 
 	if i := s.Spec.ApprovalIndex(d.ID); i >= 0 {
 		a := s.Spec.Approvals[i]
 		verb := "an approval"
-		if !a.Approve {
+		if !a.Approves() {
 			verb = "a rejection"
 		}
 		if a.By != "" {

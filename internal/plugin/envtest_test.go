@@ -350,7 +350,7 @@ func TestApproveOnCluster(t *testing.T) {
 	if len(a) != 1 {
 		t.Fatalf("approvals %+v", a)
 	}
-	if a[0].DecisionID != "d-7" || !a[0].Approve || a[0].Destination != "rollback" || a[0].By != "alice" ||
+	if a[0].DecisionID != "d-7" || !a[0].Approves() || a[0].Destination != "rollback" || a[0].By != "alice" ||
 		a[0].Reason != "error budget exhausted" || a[0].At == nil || a[0].At.Time.Before(before) {
 		t.Errorf("approval %+v", a[0])
 	}
@@ -529,5 +529,43 @@ func TestWatchAllSessions(t *testing.T) {
 	}
 	if _, _, err := kubectlJourney(ctx, "watch", "a", "-A"); err == nil {
 		t.Error("watch SESSION -A accepted")
+	}
+}
+
+// An outcome for a pathway the Session's Journey does not have is refused, naming the
+// pathways it has; one for a known pathway goes through.
+func TestOutcomeRefusesUnknownPathway(t *testing.T) {
+	controlPlane(t)
+	ctx := context.Background()
+	j := flowv1alpha1.JourneySpec{EntryPathway: "build", Pathways: []flowv1alpha1.PathwayEntry{
+		{Name: "build", PathwayRef: "ci-build"}, {Name: "deploy", PathwayRef: "ci-deploy"}}}
+	if err := admin.Create(ctx, &flowv1alpha1.Journey{ObjectMeta: metav1.ObjectMeta{Name: "ci", Namespace: "default"}, Spec: j}); err != nil {
+		t.Fatal(err)
+	}
+	s := &flowv1alpha1.Session{
+		ObjectMeta: metav1.ObjectMeta{Name: "ci-run", Namespace: "default"},
+		Spec:       flowv1alpha1.SessionSpec{JourneyRef: flowv1alpha1.JourneyReference{Name: "ci"}},
+	}
+	if err := admin.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := kubectlJourney(ctx, "outcome", "ci-run", "--pathway", "deplyo", "--result", "success")
+	if err == nil || !strings.Contains(err.Error(), `--pathway "deplyo" is not a pathway of journey "ci" (it has build, deploy)`) {
+		t.Errorf("outcome for an unknown pathway: %v", err)
+	}
+	if got := getSession(t, "ci-run").Spec.Outcomes; len(got) != 0 {
+		t.Errorf("a refused outcome was sent: %+v", got)
+	}
+	if _, _, err := kubectlJourney(ctx, "outcome", "ci-run", "--pathway", "deploy", "--result", "success"); err != nil {
+		t.Fatal(err)
+	}
+	if got := getSession(t, "ci-run").Spec.Outcomes; len(got) != 1 || got[0].Attempt != 1 {
+		t.Errorf("outcomes %+v", got)
+	}
+	if _, _, err := kubectlJourney(ctx, "outcome", "ci-run", "--pathway", "deploy", "--result", "failure"); err != nil {
+		t.Fatal(err)
+	}
+	if got := getSession(t, "ci-run").Spec.Outcomes; len(got) != 2 || got[1].Attempt != 2 {
+		t.Errorf("a second outcome for the same pathway and iteration: %+v", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -185,7 +186,7 @@ func TestCheckApproval(t *testing.T) {
 	})
 	t.Run("already answered", func(t *testing.T) {
 		s := pendingSession()
-		s.Spec.Approvals = []flowv1alpha1.Approval{{DecisionID: "d-7", Approve: false, By: "bob"}}
+		s.Spec.Approvals = []flowv1alpha1.Approval{{DecisionID: "d-7", Approve: ptr.To(false), By: "bob"}}
 		_, err := CheckApproval(s, "", "", false)
 		if err == nil || !strings.Contains(err.Error(), "decision d-7 already has a rejection by bob") {
 			t.Fatalf("got %v", err)

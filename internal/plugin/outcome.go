@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
 
@@ -106,6 +108,9 @@ func (oo *outcomeOptions) run(ctx context.Context, name string, iterationSet boo
 		if err := acceptsInput(s); err != nil {
 			return nil, err
 		}
+		if err := knownPathway(ctx, c, s, oo.pathway); err != nil {
+			return nil, err
+		}
 		out = flowv1alpha1.ExternalOutcome{
 			Pathway:    flowv1alpha1.Name(oo.pathway),
 			Iteration:  oo.iteration,
@@ -116,6 +121,7 @@ func (oo *outcomeOptions) run(ctx context.Context, name string, iterationSet boo
 		if !iterationSet {
 			out.Iteration = max(s.Status.Iteration, 1)
 		}
+		out.Attempt = nextAttempt(s.Spec.Outcomes, out.Pathway, out.Iteration)
 		return out, nil
 	})
 	if err != nil {
@@ -123,12 +129,43 @@ func (oo *outcomeOptions) run(ctx context.Context, name string, iterationSet boo
 	}
 	fmt.Fprintf(oo.Out, "outcome %s for pathway %s (iteration %d) sent to session/%s\n", out.ResultType, out.Pathway, out.Iteration, name)
 	if cur := s.Status.CurrentPathway; cur != "" && cur != oo.pathway {
-		fmt.Fprintf(oo.ErrOut, "warning: session/%s is in pathway %s, not %s; the outcome counts only once the Session waits in %s\n", name, cur, oo.pathway, oo.pathway)
+		fmt.Fprintf(oo.ErrOut, "warning: session/%s is in pathway %s, not %s; the next time it waits in an External pathway other than %s, this outcome is discarded\n", name, cur, oo.pathway, oo.pathway)
 	}
 	if it := s.Status.Iteration; it > 0 && it != out.Iteration {
 		fmt.Fprintf(oo.ErrOut, "warning: session/%s is in iteration %d; an outcome for iteration %d is ignored\n", name, it, out.Iteration)
 	}
 	return nil
+}
+
+// knownPathway refuses an outcome for a pathway the Session's Journey does not have:
+// the operator would discard it. When the Journey cannot be read there is nothing to
+// check against, and the outcome is sent.
+func knownPathway(ctx context.Context, c client.Client, s *flowv1alpha1.Session, pathway string) error {
+	var j flowv1alpha1.Journey
+	if err := c.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.JourneyRef.Name}, &j); err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(j.Spec.Pathways))
+	for _, p := range j.Spec.Pathways {
+		if string(p.Name) == pathway {
+			return nil
+		}
+		names = append(names, string(p.Name))
+	}
+	return fmt.Errorf("--pathway %q is not a pathway of journey %q (it has %s); the operator would discard the outcome",
+		pathway, j.Name, strings.Join(names, ", "))
+}
+
+// nextAttempt is the attempt of a new outcome for pathway and iteration: one more than
+// the outcomes already sent for them (outcomes are keyed by all three).
+func nextAttempt(outcomes []flowv1alpha1.ExternalOutcome, pathway flowv1alpha1.Name, iteration int32) int32 {
+	attempt := int32(1)
+	for _, o := range outcomes {
+		if o.Pathway == pathway && o.Iteration == iteration {
+			attempt = max(attempt, max(o.Attempt, 1)+1)
+		}
+	}
+	return attempt
 }
 
 // ParseResultType accepts the four result types (and their dashed spellings).

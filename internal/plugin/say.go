@@ -218,12 +218,25 @@ func replyReady(s *flowv1alpha1.Session, id string, gen int64) bool {
 	if s.Status.Phase.IsTerminal() {
 		return true
 	}
-	if stalled(s) != nil && s.Status.ObservedGeneration >= gen {
+	if (stalled(s) != nil || cannotStart(s) != nil) && s.Status.ObservedGeneration >= gen {
 		return true
 	}
 	idx := s.Spec.MessageNumber(id)
 	processed := idx >= 0 && s.Status.ProcessedMessages > idx
 	return processed && s.Status.Phase.HasStarted() && s.Status.Phase != flowv1alpha1.PhaseRunning
+}
+
+// cannotStart returns the Ready condition of a Session that has not started because
+// its Journey does not exist or is not Ready: waiting for a reply cannot help.
+func cannotStart(s *flowv1alpha1.Session) *metav1.Condition {
+	if s.Status.Phase.HasStarted() {
+		return nil
+	}
+	c := apimeta.FindStatusCondition(s.Status.Conditions, flowv1alpha1.ConditionReady)
+	if c != nil && (c.Reason == flowv1alpha1.ReasonJourneyNotFound || c.Reason == flowv1alpha1.ReasonJourneyNotReady) {
+		return c
+	}
+	return nil
 }
 
 func stalled(s *flowv1alpha1.Session) *metav1.Condition {
@@ -302,7 +315,10 @@ func printReply(w io.Writer, s *flowv1alpha1.Session, id string) error {
 	if d := s.Status.PendingDecision(); d != nil {
 		writeField(w, "Decision", describePending(s.Name, d))
 	}
-	if c := stalled(s); c != nil {
+	if c := cannotStart(s); c != nil {
+		return fmt.Errorf("session/%s cannot start (%s): %s", s.Name, c.Reason, c.Message)
+	}
+	if c := stalled(s); c != nil && !s.Status.Phase.IsTerminal() {
 		writeField(w, "Stalled", fmt.Sprintf("%s: %s", c.Reason, c.Message))
 		return fmt.Errorf("session/%s is stalled (%s): it makes no progress until someone changes it", s.Name, c.Reason)
 	}

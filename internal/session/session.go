@@ -134,7 +134,7 @@ func (l *Loop) Step(ctx context.Context, snap *engine.Snapshot, in Input) (Resul
 		res.Status = l.pureSteps(snap, in, status)
 		status = res.Status
 	}
-	status.ObservedGeneration = in.Generation
+	Observe(status, in.Generation)
 	if equality.Semantic.DeepEqual(in.Status, status) {
 		res.Outcome = Unchanged
 	}
@@ -178,7 +178,7 @@ func (l *Loop) agentFailed(in Input, ans Answer) (Result, bool) {
 	default:
 		return Result{}, false
 	}
-	status.ObservedGeneration = in.Generation
+	Observe(status, in.Generation)
 	return res, true
 }
 

@@ -51,8 +51,12 @@ func SetCondition(status *flowv1.SessionStatus, typ string, st metav1.ConditionS
 	if len(msg) > 1024 {
 		msg = msg[:1024]
 	}
+	var gen int64
+	if c := apimeta.FindStatusCondition(status.Conditions, typ); c != nil {
+		gen = c.ObservedGeneration
+	}
 	apimeta.SetStatusCondition(&status.Conditions, metav1.Condition{
-		Type: typ, Status: st, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(now),
+		Type: typ, Status: st, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(now), ObservedGeneration: gen,
 	})
 }
 
@@ -62,19 +66,38 @@ func Stall(status *flowv1.SessionStatus, reason, msg string, now time.Time) {
 	SetCondition(status, flowv1.ConditionStalled, metav1.ConditionTrue, reason, msg, now)
 	SetCondition(status, flowv1.ConditionReady, metav1.ConditionFalse, reason, msg, now)
 	apimeta.RemoveStatusCondition(&status.Conditions, flowv1.ConditionReconciling)
+	if apimeta.IsStatusConditionTrue(status.Conditions, flowv1.ConditionAwaitingInput) {
+		SetCondition(status, flowv1.ConditionAwaitingInput, metav1.ConditionFalse, reason, "Not waiting for input: the Session is stalled", now)
+	}
 }
 
 // Wait marks a Session that cannot start yet (its Journey is missing or not Ready):
-// Pending and not Ready for reason. A Ready condition that already says so is kept, so
-// that waiting again changes nothing.
+// Pending, not Ready and Reconciling for reason (it starts by itself once the Journey is
+// Ready). Conditions that already say so are kept, so that waiting again changes
+// nothing.
 func Wait(status *flowv1.SessionStatus, reason, msg string, now time.Time) {
 	if status.Phase == "" {
 		status.Phase = flowv1.PhasePending
 	}
-	if c := apimeta.FindStatusCondition(status.Conditions, flowv1.ConditionReady); c != nil && c.Reason == reason && c.Message == msg {
-		return
+	for _, typ := range []string{flowv1.ConditionReady, flowv1.ConditionReconciling} {
+		if c := apimeta.FindStatusCondition(status.Conditions, typ); c != nil && c.Reason == reason && c.Message == msg {
+			continue
+		}
+		st := metav1.ConditionFalse
+		if typ == flowv1.ConditionReconciling {
+			st = metav1.ConditionTrue
+		}
+		SetCondition(status, typ, st, reason, msg, now)
 	}
-	SetCondition(status, flowv1.ConditionReady, metav1.ConditionFalse, reason, msg, now)
+}
+
+// Observe records that status reflects generation: in status.observedGeneration and in
+// every condition's observedGeneration, as kstatus and `kubectl wait` expect.
+func Observe(status *flowv1.SessionStatus, generation int64) {
+	status.ObservedGeneration = generation
+	for i := range status.Conditions {
+		status.Conditions[i].ObservedGeneration = generation
+	}
 }
 
 // agentUnavailable marks a Session whose agent failed transiently. A condition that

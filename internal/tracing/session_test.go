@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
@@ -19,7 +20,7 @@ import (
 func TestStepsOfOneSession(t *testing.T) {
 	s := &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Name: "s1", Namespace: "ns", UID: "uid-1"}}
 	s.Spec.JourneyRef.Name = "triage"
-	s.Spec.Approvals = []flowv1.Approval{{DecisionID: "d-2", Approve: true, By: "alice"}}
+	s.Spec.Approvals = []flowv1.Approval{{DecisionID: "d-2", Approve: ptr.To(true), By: "alice"}}
 
 	// Replica A: the first step obtains an answer and journals it.
 	recA := tracetest.NewSpanRecorder()

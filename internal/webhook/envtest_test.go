@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -216,7 +217,7 @@ func wantDenied(t *testing.T, err error, want ...string) {
 
 func TestApprovalIsStampedWithTheAuthenticatedUser(t *testing.T) {
 	s := newSession(t, draftDecision())
-	got, err := approve("alice", s, flowv1.Approval{DecisionID: "d-3", Approve: true, Reason: "looks right"})
+	got, err := approve("alice", s, flowv1.Approval{DecisionID: "d-3", Approve: ptr.To(true), Reason: "looks right"})
 	if err != nil {
 		t.Fatalf("alice approving: %v", err)
 	}
@@ -227,14 +228,14 @@ func TestApprovalIsStampedWithTheAuthenticatedUser(t *testing.T) {
 	if a.At == nil || !a.At.Time.Equal(now) {
 		t.Errorf("at = %v, want the webhook's clock %v", a.At, now)
 	}
-	if a.DecisionID != "d-3" || !a.Approve || a.Reason != "looks right" {
+	if a.DecisionID != "d-3" || !a.Approves() || a.Reason != "looks right" {
 		t.Errorf("the approval was changed beyond by and at: %+v", a)
 	}
 
 	// A client-chosen time is replaced by the webhook's.
 	s = newSession(t, draftDecision())
 	past := metav1.NewTime(now.Add(-48 * time.Hour))
-	got, err = approve("bob", s, flowv1.Approval{DecisionID: "d-3", Approve: true, By: "bob", At: &past})
+	got, err = approve("bob", s, flowv1.Approval{DecisionID: "d-3", Approve: ptr.To(true), By: "bob", At: &past})
 	if err != nil {
 		t.Fatalf("bob approving as himself: %v", err)
 	}
@@ -245,7 +246,7 @@ func TestApprovalIsStampedWithTheAuthenticatedUser(t *testing.T) {
 
 func TestForgedApprovalIsRejected(t *testing.T) {
 	s := newSession(t, draftDecision())
-	_, err := approve("alice", s, flowv1.Approval{DecisionID: "d-3", Approve: true, By: "bob"})
+	_, err := approve("alice", s, flowv1.Approval{DecisionID: "d-3", Approve: ptr.To(true), By: "bob"})
 	wantDenied(t, err, "spec.approvals[0].by", `approval forged: by is "bob" but the request was made by "alice"`)
 
 	var cur flowv1.Session
@@ -266,14 +267,14 @@ func TestApproversRestrictWhoMayAnswer(t *testing.T) {
 	s := newSession(t, reviewDecision())
 
 	// alice may patch the Session (journey-editor), but the decision's approvers do not list her.
-	_, err := approve("alice", s, flowv1.Approval{DecisionID: "d-9", Approve: true})
+	_, err := approve("alice", s, flowv1.Approval{DecisionID: "d-9", Approve: ptr.To(true)})
 	wantDenied(t, err, `user "alice" may not answer decision d-9`, "users carol and groups release-managers")
 	// Nor may she reject it.
-	_, err = approve("alice", s, flowv1.Approval{DecisionID: "d-9", Approve: false})
+	_, err = approve("alice", s, flowv1.Approval{DecisionID: "d-9", Approve: ptr.To(false)})
 	wantDenied(t, err, `user "alice" may not answer decision d-9`)
 
 	// carol is listed by name (and holds only journey-approver).
-	got, err := approve("carol", s, flowv1.Approval{DecisionID: "d-9", Approve: true, Destination: "draft"})
+	got, err := approve("carol", s, flowv1.Approval{DecisionID: "d-9", Approve: ptr.To(true), Destination: "draft"})
 	if err != nil {
 		t.Fatalf("carol approving: %v", err)
 	}
@@ -283,13 +284,13 @@ func TestApproversRestrictWhoMayAnswer(t *testing.T) {
 
 	// dave is in the group release-managers.
 	s = newSession(t, reviewDecision())
-	if _, err := approve("dave", s, flowv1.Approval{DecisionID: "d-9", Approve: true}); err != nil {
+	if _, err := approve("dave", s, flowv1.Approval{DecisionID: "d-9", Approve: ptr.To(true)}); err != nil {
 		t.Fatalf("dave (group release-managers) approving: %v", err)
 	}
 
 	// Without approvers on the decision, any user who may patch the Session may answer.
 	s = newSession(t, draftDecision())
-	if _, err := approve("carol", s, flowv1.Approval{DecisionID: "d-3", Approve: true}); err != nil {
+	if _, err := approve("carol", s, flowv1.Approval{DecisionID: "d-3", Approve: ptr.To(true)}); err != nil {
 		t.Fatalf("carol approving a decision without approvers: %v", err)
 	}
 }
@@ -322,9 +323,9 @@ func TestApproversComeFromThePinnedRevision(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err = approve("carol", s, flowv1.Approval{DecisionID: "d-9", Approve: true})
+	_, err = approve("carol", s, flowv1.Approval{DecisionID: "d-9", Approve: ptr.To(true)})
 	wantDenied(t, err, `user "carol" may not answer decision d-9: its approvers are users alice`)
-	if _, err := approve("alice", s, flowv1.Approval{DecisionID: "d-9", Approve: true}); err != nil {
+	if _, err := approve("alice", s, flowv1.Approval{DecisionID: "d-9", Approve: ptr.To(true)}); err != nil {
 		t.Fatalf("alice, the revision's approver, approving: %v", err)
 	}
 
@@ -335,20 +336,20 @@ func TestApproversComeFromThePinnedRevision(t *testing.T) {
 	if err := admin.Status().Update(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	_, err = approve("carol", s, flowv1.Approval{DecisionID: "d-9", Approve: true})
+	_, err = approve("carol", s, flowv1.Approval{DecisionID: "d-9", Approve: ptr.To(true)})
 	wantDenied(t, err, "cannot check who may approve decision d-9", "release-gone")
 }
 
 func TestSentApprovalsCannotChange(t *testing.T) {
 	ctx := context.Background()
 	s := newSession(t, draftDecision())
-	got, err := approve("alice", s, flowv1.Approval{DecisionID: "d-3", Approve: true})
+	got, err := approve("alice", s, flowv1.Approval{DecisionID: "d-3", Approve: ptr.To(true)})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	edited := got.DeepCopy()
-	edited.Spec.Approvals[0].Approve = false
+	edited.Spec.Approvals[0].Approve = ptr.To(false)
 	wantDenied(t, users["alice"].Update(ctx, edited), "spec.approvals", "append-only")
 
 	resigned := got.DeepCopy()
@@ -363,7 +364,7 @@ func TestSentApprovalsCannotChange(t *testing.T) {
 	if err := admin.Get(ctx, client.ObjectKeyFromObject(s), &cur); err != nil {
 		t.Fatal(err)
 	}
-	if a := cur.Spec.Approvals; len(a) != 1 || !a[0].Approve || a[0].By != "alice" {
+	if a := cur.Spec.Approvals; len(a) != 1 || !a[0].Approves() || a[0].By != "alice" {
 		t.Errorf("stored approvals changed: %+v", a)
 	}
 }
@@ -372,27 +373,29 @@ func TestApprovalsMustAnswerThePendingDecision(t *testing.T) {
 	ctx := context.Background()
 
 	s := newSession(t, draftDecision())
-	_, err := approve("alice", s, flowv1.Approval{DecisionID: "d-4", Approve: true})
+	_, err := approve("alice", s, flowv1.Approval{DecisionID: "d-4", Approve: ptr.To(true)})
 	wantDenied(t, err, `decision "d-4" is not pending`, "waits on decision d-3")
 
-	_, err = approve("alice", s, flowv1.Approval{DecisionID: "d-3", Approve: true, Destination: "publish"})
+	_, err = approve("alice", s, flowv1.Approval{DecisionID: "d-3", Approve: ptr.To(true), Destination: "publish"})
 	wantDenied(t, err, "spec.approvals[0].destination", `"publish"`, `"draft", "review"`)
 
-	if _, err := approve("alice", s, flowv1.Approval{DecisionID: "d-3", Approve: true}); err != nil {
+	if _, err := approve("alice", s, flowv1.Approval{DecisionID: "d-3", Approve: ptr.To(true)}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = approve("bob", s, flowv1.Approval{DecisionID: "d-3", Approve: false})
-	wantDenied(t, err, "decision d-3 is already answered by spec.approvals[0] (by alice)")
+	_, err = approve("bob", s, flowv1.Approval{DecisionID: "d-3", Approve: ptr.To(false)})
+	// Approvals are keyed by decisionID: the API server refuses a second answer to the
+	// same decision before the webhook sees it.
+	wantDenied(t, err, "spec.approvals[1]", "Duplicate value", `"decisionID":"d-3"`)
 
 	// Nothing pending yet: an approval cannot be sent ahead of its decision, on
 	// create or on update.
 	s = newSession(t, nil)
-	_, err = approve("alice", s, flowv1.Approval{DecisionID: "d-1", Approve: true})
+	_, err = approve("alice", s, flowv1.Approval{DecisionID: "d-1", Approve: ptr.To(true)})
 	wantDenied(t, err, "has no decision waiting for approval")
 	pre := &flowv1.Session{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "s-"},
 		Spec: flowv1.SessionSpec{JourneyRef: flowv1.JourneyReference{Name: "release"},
-			Approvals: []flowv1.Approval{{DecisionID: "d-1", Approve: true}}},
+			Approvals: []flowv1.Approval{{DecisionID: "d-1", Approve: ptr.To(true)}}},
 	}
 	wantDenied(t, users["alice"].Create(ctx, pre), "has no decision waiting for approval")
 

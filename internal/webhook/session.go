@@ -240,7 +240,12 @@ func checkAgainstDecision(s *flowv1.Session, from int, d *flowv1.DecisionRecord)
 				d.ID, j, orUnknown(s.Spec.Approvals[j].By))))
 			continue
 		}
-		if !a.Approve && a.Destination != "" {
+		if a.Approve == nil {
+			errs = append(errs, field.Required(p.Child("approve"),
+				"say true to accept the decision or false to reject it; an approval without it is not read as a rejection"))
+			continue
+		}
+		if !a.Approves() && a.Destination != "" {
 			errs = append(errs, field.Invalid(p.Child("destination"), a.Destination,
 				"a rejection (approve: false) has no destination"))
 			continue

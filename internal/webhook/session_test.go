@@ -7,6 +7,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
@@ -29,7 +30,7 @@ func TestCheckAppendOnly(t *testing.T) {
 	old := flowv1.SessionSpec{
 		Messages:  []flowv1.Message{{ID: "m1", Text: "hi"}},
 		Outcomes:  []flowv1.ExternalOutcome{{Pathway: "build", Iteration: 1, ResultType: flowv1.ResultSuccess}},
-		Approvals: []flowv1.Approval{{DecisionID: "d-3", Approve: true, By: "alice", At: &at}},
+		Approvals: []flowv1.Approval{{DecisionID: "d-3", Approve: ptr.To(true), By: "alice", At: &at}},
 	}
 	tests := []struct {
 		name string
@@ -104,24 +105,25 @@ func TestCheckAgainstDecision(t *testing.T) {
 		d    *flowv1.DecisionRecord
 		want []string
 	}{
-		{"approves the pending decision", session(flowv1.Approval{DecisionID: "d-7", Approve: true}), 0, pending, nil},
-		{"allowed destination", session(flowv1.Approval{DecisionID: "d-7", Approve: true, Destination: "draft"}), 0, pending, nil},
-		{"rejection", session(flowv1.Approval{DecisionID: "d-7"}), 0, pending, nil},
-		{"another decision", session(flowv1.Approval{DecisionID: "d-9", Approve: true}), 0, pending,
+		{"approves the pending decision", session(flowv1.Approval{DecisionID: "d-7", Approve: ptr.To(true)}), 0, pending, nil},
+		{"allowed destination", session(flowv1.Approval{DecisionID: "d-7", Approve: ptr.To(true), Destination: "draft"}), 0, pending, nil},
+		{"rejection", session(flowv1.Approval{DecisionID: "d-7", Approve: ptr.To(false)}), 0, pending, nil},
+		{"approve left out", session(flowv1.Approval{DecisionID: "d-7"}), 0, pending, []string{"say true to accept the decision or false to reject it"}},
+		{"another decision", session(flowv1.Approval{DecisionID: "d-9", Approve: ptr.To(true)}), 0, pending,
 			[]string{`decision "d-9" is not pending: session/s1 waits on decision d-7`}},
-		{"nothing pending", session(flowv1.Approval{DecisionID: "d-7", Approve: true}), 0, nil,
+		{"nothing pending", session(flowv1.Approval{DecisionID: "d-7", Approve: ptr.To(true)}), 0, nil,
 			[]string{"session/s1 has no decision waiting for approval (its last decision d-7 is Pending)"}},
-		{"destination not allowed", session(flowv1.Approval{DecisionID: "d-7", Approve: true, Destination: "deploy"}), 0, pending,
+		{"destination not allowed", session(flowv1.Approval{DecisionID: "d-7", Approve: ptr.To(true), Destination: "deploy"}), 0, pending,
 			[]string{`spec.approvals[0].destination: Unsupported value: "deploy": supported values: "publish", "draft"`}},
-		{"rejection with a destination", session(flowv1.Approval{DecisionID: "d-7", Destination: "draft"}), 0, pending,
+		{"rejection with a destination", session(flowv1.Approval{DecisionID: "d-7", Approve: ptr.To(false), Destination: "draft"}), 0, pending,
 			[]string{"a rejection (approve: false) has no destination"}},
 		{"second answer", session(
-			flowv1.Approval{DecisionID: "d-7", Approve: true, By: "carol"},
-			flowv1.Approval{DecisionID: "d-7", Approve: false}), 1, pending,
+			flowv1.Approval{DecisionID: "d-7", Approve: ptr.To(true), By: "carol"},
+			flowv1.Approval{DecisionID: "d-7", Approve: ptr.To(false)}), 1, pending,
 			[]string{"decision d-7 is already answered by spec.approvals[0] (by carol); the first answer counts"}},
 		{"old approvals are not re-checked", session(
-			flowv1.Approval{DecisionID: "d-1", Approve: true},
-			flowv1.Approval{DecisionID: "d-7", Approve: true}), 1, pending, nil},
+			flowv1.Approval{DecisionID: "d-1", Approve: ptr.To(true)},
+			flowv1.Approval{DecisionID: "d-7", Approve: ptr.To(true)}), 1, pending, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,7 +133,7 @@ func TestCheckAgainstDecision(t *testing.T) {
 }
 
 func TestCheckApprovers(t *testing.T) {
-	approvals := []flowv1.Approval{{DecisionID: "d-7", Approve: true}}
+	approvals := []flowv1.Approval{{DecisionID: "d-7", Approve: ptr.To(true)}}
 	approvers := flowv1.Approvers{Users: []string{"carol"}, Groups: []string{"release-managers"}}
 	user := func(name string, groups ...string) authenticationv1.UserInfo {
 		return authenticationv1.UserInfo{Username: name, Groups: groups}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -300,7 +301,7 @@ func checkOnlyApprovalsWait(ctx context.Context, t *testing.T, c client.Client) 
 	if err := c.Update(ctx, s); err != nil {
 		t.Fatalf("posting an outcome with the webhook down: %v", err)
 	}
-	s.Spec.Approvals = append(s.Spec.Approvals, flowv1.Approval{DecisionID: "d1", Approve: true})
+	s.Spec.Approvals = append(s.Spec.Approvals, flowv1.Approval{DecisionID: "d1", Approve: ptr.To(true)})
 	err := c.Update(ctx, s)
 	if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
 		t.Fatalf("an approval with the webhook down: want the webhook call to fail closed, got %v", err)
@@ -308,7 +309,7 @@ func checkOnlyApprovalsWait(ctx context.Context, t *testing.T, c client.Client) 
 	withApproval := &flowv1.Session{
 		ObjectMeta: metav1.ObjectMeta{Name: "down-approved", Namespace: "team-a"},
 		Spec: flowv1.SessionSpec{JourneyRef: flowv1.JourneyReference{Name: "absent"},
-			Approvals: []flowv1.Approval{{DecisionID: "d1", Approve: true}}},
+			Approvals: []flowv1.Approval{{DecisionID: "d1", Approve: ptr.To(true)}}},
 	}
 	if err := c.Create(ctx, withApproval); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
 		t.Fatalf("creating a Session with an approval, webhook down: want refused, got %v", err)

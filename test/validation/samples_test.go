@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -386,7 +387,7 @@ func TestPlanningStory(t *testing.T) {
 	if p.st.Phase != flowv1.PhaseAwaitingApproval || p.st.LastDecision == nil || p.st.LastDecision.To != "publish-plan" {
 		t.Fatalf("want AwaitingApproval for publish-plan, got %s with %+v", p.st.Phase, p.st.LastDecision)
 	}
-	p.spec.Approvals = append(p.spec.Approvals, flowv1.Approval{DecisionID: p.st.LastDecision.ID, Approve: true, By: "alice"})
+	p.spec.Approvals = append(p.spec.Approvals, flowv1.Approval{DecisionID: p.st.LastDecision.ID, Approve: ptr.To(true), By: "alice"})
 	p.settle()
 	p.expect(
 		"Entry collect-context -> draft-outline/1 Running",
@@ -447,7 +448,7 @@ func TestDeliveryPipelineQualityGateApproval(t *testing.T) {
 	if d == nil || d.To != "staging" || d.Confidence != "0.75" || d.Agent != "quality-gate" {
 		t.Fatalf("decision %+v, want quality-gate's staging at 0.75", d)
 	}
-	p.spec.Approvals = append(p.spec.Approvals, flowv1.Approval{DecisionID: d.ID, Approve: true, Destination: "fix-critical", By: "alice"})
+	p.spec.Approvals = append(p.spec.Approvals, flowv1.Approval{DecisionID: d.ID, Approve: ptr.To(true), Destination: "fix-critical", By: "alice"})
 	p.settle()
 	if got := p.lines[3]; got != "Approval test via onSuccess -> fix-critical/1 Running" {
 		t.Fatalf("after the approval: %s", got)
