@@ -5,6 +5,7 @@ package agent
 
 import (
 	"context"
+	"time"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
@@ -90,6 +91,10 @@ type IntentRequest struct {
 	Message string         `json:"message"`
 	Intents []Intent       `json:"intents"`
 	Context map[string]any `json:"context,omitempty"`
+	// CacheTTL is how long an answer to the same message and intents may be reused
+	// (the journey's intentDetection.cacheTTL); 0 means the cache's default. It is
+	// not part of the question.
+	CacheTTL time.Duration `json:"-"`
 }
 
 // NoIntent is the intent of a message that expresses none of the known intents.

@@ -231,7 +231,7 @@ func TestRandomWalks(t *testing.T) {
 	seen := map[string]int{}
 	hook = func(s string) { seen[s]++ }
 	defer func() { hook = nil }()
-	for seed := range 60 {
+	for seed := range 100 {
 		rng := rand.New(rand.NewPCG(uint64(seed), 7))
 		data := make([]byte, 64+rng.IntN(300))
 		for i := range data {

@@ -40,8 +40,6 @@ type Snapshot struct {
 	pathways    map[string]*flowv1.PathwaySpec
 	agents      map[string]flowv1.AgentSpec
 	transitions []*flowv1.GlobalTransition // priority desc, then declaration order
-	intents     []*flowv1.GlobalTransition // the intent ones, same order
-	conditions  []*flowv1.GlobalTransition // the condition ones, same order
 	lim         limits
 }
 
@@ -52,6 +50,7 @@ type limits struct {
 	maxCost                                                             int64 // nano-dollars; 0 = none
 	window, repeats                                                     int
 	intentThreshold                                                     float64
+	intentCacheTTL                                                      time.Duration // 0: the process default
 }
 
 // InvalidError is returned by NewSnapshot for a journey with issues.
@@ -86,13 +85,6 @@ func NewSnapshot(revision string, journey *flowv1.JourneySpec, pathways map[stri
 		s.transitions = append(s.transitions, &s.journey.Transitions[i])
 	}
 	slices.SortStableFunc(s.transitions, func(a, b *flowv1.GlobalTransition) int { return cmp.Compare(b.Priority, a.Priority) })
-	for _, t := range s.transitions {
-		if t.Trigger.Intent != nil {
-			s.intents = append(s.intents, t)
-		} else {
-			s.conditions = append(s.conditions, t)
-		}
-	}
 	s.lim = resolveLimits(s.journey)
 	return s, nil
 }
@@ -128,6 +120,9 @@ func resolveLimits(j *flowv1.JourneySpec) limits {
 		out.maxCost, _ = parseNano(string(b.MaxCostUSD))
 	}
 	out.intentThreshold = DefaultIntentConfidence
+	if d := j.IntentDetection; d != nil && d.CacheTTL != nil {
+		out.intentCacheTTL = d.CacheTTL.Duration
+	}
 	if d := j.IntentDetection; d != nil && d.ConfidenceThreshold != "" {
 		out.intentThreshold = parseConfidence(d.ConfidenceThreshold, DefaultIntentConfidence)
 	}
