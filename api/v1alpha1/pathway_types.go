@@ -58,12 +58,15 @@ type PathwaySpec struct {
 	// +optional
 	ReturnBehavior *ReturnBehavior `json:"returnBehavior,omitempty"`
 
-	// retry bounds Retry actions on this pathway (overrides the journey's
+	// retry bounds Retry actions on this pathway, and the attempts of an agent call
+	// that fails transiently (overrides the journey's
 	// retryLimitPerPathway).
 	// +optional
 	Retry *RetryPolicy `json:"retry,omitempty"`
 
-	// timeout bounds one turn's agent pipeline.
+	// timeout bounds one turn's agent calls, retries included: a call still without an
+	// answer this long after its first attempt is abandoned and the turn fails (result
+	// failure, so onFailure applies).
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32

@@ -194,6 +194,12 @@ type SessionStatus struct {
 	// pendingEffect is an agent's answer, recorded before the next step applies it.
 	// +optional
 	PendingEffect *EffectRecord `json:"pendingEffect,omitempty"`
+	// agentRetry counts the transient failures (timeouts, rate limits, server errors)
+	// of the agent call the Session waits on. The call is given up, and its error
+	// journaled as the call's failed answer, after the pathway's retry limit of
+	// attempts or once its timeout has passed since the first attempt.
+	// +optional
+	AgentRetry *AgentRetry `json:"agentRetry,omitempty"`
 	// journal keeps every agent answer the Session's steps were given, oldest first, up
 	// to limits.maxJournal entries, so a Session can be recorded and replayed exactly.
 	// The engine never reads it.
@@ -293,6 +299,21 @@ type TurnProgress struct {
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
 	Outputs *apiextensionsv1.JSON `json:"outputs,omitempty"`
+}
+
+// AgentRetry is an agent call that failed transiently and will be tried again.
+type AgentRetry struct {
+	// inputHash identifies the call: the input hash of the effect.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	InputHash string `json:"inputHash"`
+	// attempts is how many times the call failed transiently.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Attempts int32 `json:"attempts"`
+	// since is when the call was first tried.
+	// +required
+	Since metav1.Time `json:"since"`
 }
 
 // EffectKind is the kind of agent call a step asked for.

@@ -95,6 +95,9 @@ type IntentRequest struct {
 	// (the journey's intentDetection.cacheTTL); 0 means the cache's default. It is
 	// not part of the question.
 	CacheTTL time.Duration `json:"-"`
+	// Pathway is the pathway the Session is in when the message is classified, whose
+	// retry limit and timeout bound the call. It is not part of the question.
+	Pathway string `json:"-"`
 }
 
 // NoIntent is the intent of a message that expresses none of the known intents.

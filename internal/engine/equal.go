@@ -32,6 +32,7 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 		turnEqual(a.Turn, b.Turn) &&
 		decisionEqual(a.LastDecision, b.LastDecision) &&
 		effectEqual(a.PendingEffect, b.PendingEffect) &&
+		retryEqual(a.AgentRetry, b.AgentRetry) &&
 		slices.EqualFunc(a.Journal, b.Journal, func(x, y flowv1.EffectRecord) bool { return effectEqual(&x, &y) }) &&
 		a.JournalDropped == b.JournalDropped &&
 		outcomeEqual(a.LastTurn, b.LastTurn) &&
@@ -106,4 +107,11 @@ func outcomeEqual(a, b *flowv1.TurnOutcome) bool {
 	return a.Trigger == b.Trigger && a.MessageID == b.MessageID && a.Pathway == b.Pathway && a.FinishReason == b.FinishReason &&
 		a.AssistantText == b.AssistantText && a.ResultType == b.ResultType && a.Complete == b.Complete &&
 		a.Transition == b.Transition && jsonEqual(a.Outputs, b.Outputs) && slices.Equal(a.Failures, b.Failures) && a.Usage == b.Usage
+}
+
+func retryEqual(a, b *flowv1.AgentRetry) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.InputHash == b.InputHash && a.Attempts == b.Attempts && a.Since.Equal(&b.Since)
 }

@@ -104,7 +104,7 @@ func (r *run) classify(text string, candidates []*flowv1.GlobalTransition) (f *f
 		in := gt.Trigger.Intent
 		intents = append(intents, agent.Intent{Name: string(gt.Name), Description: in.Description, Patterns: in.Patterns})
 	}
-	req := agent.IntentRequest{Message: text, Intents: intents, Context: r.context(), CacheTTL: r.snap.lim.intentCacheTTL}
+	req := agent.IntentRequest{Message: text, Intents: intents, Context: r.context(), CacheTTL: r.snap.lim.intentCacheTTL, Pathway: r.st.CurrentPathway}
 	rec, res := r.remote(flowv1.EffectClassifyIntent, []flowv1.AgentSpec{ag}, "", req)
 	if rec == nil {
 		return nil, res, true

@@ -196,6 +196,26 @@ func (s *Snapshot) classifier() (flowv1.AgentSpec, bool) {
 	return a, true
 }
 
+// CallLimits bounds the attempts of eff when its agents fail transiently: how many
+// attempts it may take (the retry limit of the pathway it is about, or of the current
+// one, plus the first attempt) and how long after its first attempt it is given up
+// (the pathway's timeout; 0 for none).
+func (s *Snapshot) CallLimits(eff *Effect) (attempts int, timeout time.Duration) {
+	var p *flowv1.PathwaySpec
+	switch {
+	case eff.Pathway != nil:
+		p = eff.Pathway.Spec
+	case eff.Decision != nil:
+		p = s.pathways[eff.Decision.Pathway]
+	case eff.Intent != nil:
+		p = s.pathways[eff.Intent.Pathway]
+	}
+	if p != nil && p.Timeout != nil {
+		timeout = p.Timeout.Duration
+	}
+	return s.retryLimit(p) + 1, timeout
+}
+
 func (s *Snapshot) retryLimit(p *flowv1.PathwaySpec) int {
 	if p != nil && p.Retry != nil {
 		return int(p.Retry.Limit)
