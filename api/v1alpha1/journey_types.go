@@ -392,6 +392,13 @@ type Limits struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=500
 	MaxJournal *int32 `json:"maxJournal,omitempty"`
+	// maxTranscriptBytes bounds status.transcript, the conversation pathway agents
+	// see: the bytes of its user messages and replies. The oldest exchanges are dropped
+	// whole to stay under it, never cut mid-message. Defaults to 16384.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=262144
+	MaxTranscriptBytes *int32 `json:"maxTranscriptBytes,omitempty"`
 	// budget caps token usage and cost across all agent calls of a Session.
 	// +optional
 	Budget *Budget `json:"budget,omitempty"`

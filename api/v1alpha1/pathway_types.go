@@ -317,8 +317,9 @@ type Approvers struct {
 // deterministically. CEL expressions see message, context, inputs, outputs (those
 // computed so far, in order) and session.
 type BuiltinPathway struct {
-	// reply is a Go text/template over .message, .context, .inputs, .outputs and .session
-	// giving the assistant's reply.
+	// reply is a Go text/template over .message, .context, .inputs, .outputs, .session
+	// and .history (the conversation so far, oldest first: a list of {role, text} with
+	// role user or assistant) giving the assistant's reply.
 	// +optional
 	// +kubebuilder:validation:MaxLength=8192
 	Reply string `json:"reply,omitempty"`

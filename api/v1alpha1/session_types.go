@@ -231,6 +231,17 @@ type SessionStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=500
 	History []HistoryEntry `json:"history,omitempty"`
+	// transcript is the conversation so far, oldest first: each turn's user message
+	// with the reply that answered it. Pathway agents see it as alternating user and
+	// assistant messages. It is bounded by limits.maxTranscriptBytes: the oldest
+	// exchanges are dropped whole (counted in transcriptDropped).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	Transcript []Exchange `json:"transcript,omitempty"`
+	// transcriptDropped counts the exchanges dropped from the front of transcript.
+	// +optional
+	TranscriptDropped int32 `json:"transcriptDropped,omitempty"`
 	// usage sums token usage and cost of all agent calls.
 	// +optional
 	Usage Usage `json:"usage,omitzero"`
@@ -299,6 +310,24 @@ type TurnProgress struct {
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
 	Outputs *apiextensionsv1.JSON `json:"outputs,omitempty"`
+}
+
+// Exchange is one turn of the conversation: the user's message and the reply that
+// answered it (either may be empty: a pathway that runs on entry replies unasked).
+type Exchange struct {
+	// messageID is the id of the message in spec.messages, empty for a turn no
+	// message started.
+	// +optional
+	MessageID string `json:"messageID,omitempty"`
+	// pathway is the pathway that replied.
+	// +optional
+	Pathway string `json:"pathway,omitempty"`
+	// user is the user's message.
+	// +optional
+	User string `json:"user,omitempty"`
+	// assistant is the reply.
+	// +optional
+	Assistant string `json:"assistant,omitempty"`
 }
 
 // AgentRetry is an agent call that failed transiently and will be tried again.

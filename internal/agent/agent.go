@@ -45,8 +45,13 @@ type PathwayRequest struct {
 	// Inputs are the signature's inputs resolved from the message, context and defaults.
 	Inputs  map[string]any `json:"inputs,omitempty"`
 	Context map[string]any `json:"context,omitempty"`
-	History []Exchange     `json:"history,omitempty"`
-	Session SessionInfo    `json:"session"`
+	// History is the conversation before this turn, oldest first: the user's
+	// messages and the replies, alternating.
+	History []Exchange `json:"history,omitempty"`
+	// HandedOver is what decisions with messaging passed on (the context's messages),
+	// by the pathway whose outputs they are.
+	HandedOver map[string]any `json:"handedOver,omitempty"`
+	Session    SessionInfo    `json:"session"`
 }
 
 // PathwayResponse is one turn's result.

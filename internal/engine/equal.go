@@ -46,6 +46,8 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 				x.Source == y.Source && x.Transition == y.Transition && x.Confidence == y.Confidence &&
 				x.Iteration == y.Iteration && x.MessageID == y.MessageID && x.Reason == y.Reason
 		}) &&
+		slices.Equal(a.Transcript, b.Transcript) &&
+		a.TranscriptDropped == b.TranscriptDropped &&
 		a.Usage == b.Usage &&
 		a.JourneyRevision == b.JourneyRevision &&
 		slices.EqualFunc(a.Conditions, b.Conditions, func(x, y metav1.Condition) bool {

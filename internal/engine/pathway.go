@@ -89,14 +89,11 @@ func (r *run) pathwayRequest(name string, p *flowv1.PathwaySpec, text string) ag
 			}
 		}
 	}
-	// The user's earlier messages, most recent last (at most 10).
-	n := int(r.st.ProcessedMessages)
-	if r.st.Turn != nil && r.st.Turn.Trigger == flowv1.TurnMessage {
-		n-- // the message of this turn is req.Message
-	}
-	n = min(n, len(r.spec.Messages))
-	for i := max(0, n-10); i < n; i++ {
-		req.History = append(req.History, agent.Exchange{Role: "user", Text: r.spec.Messages[i].Text})
+	// The conversation so far: the user's messages and the replies, oldest first.
+	req.History = r.history()
+	// What decisions with messaging handed over, by the pathway that produced it.
+	if m, ok := ctx["messages"].(map[string]any); ok && len(m) > 0 {
+		req.HandedOver = m
 	}
 	return req
 }

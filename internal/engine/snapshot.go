@@ -22,6 +22,8 @@ const (
 	DefaultMaxHistory           = 50
 	DefaultLoopWindow           = 8
 	DefaultMaxCycleRepeats      = 2
+	// DefaultMaxTranscriptBytes bounds status.transcript without limits.maxTranscriptBytes.
+	DefaultMaxTranscriptBytes = 16384
 	// DefaultIntentConfidence is the classifier threshold without intentDetection.confidenceThreshold.
 	DefaultIntentConfidence = 0.7
 	// DefaultAutoAdvance and DefaultRequireApproval are the decision thresholds.
@@ -51,6 +53,7 @@ type limits struct {
 	window, repeats                                                     int
 	intentThreshold                                                     float64
 	intentCacheTTL                                                      time.Duration // 0: the process default
+	transcriptBytes                                                     int
 }
 
 // InvalidError is returned by NewSnapshot for a journey with issues.
@@ -108,6 +111,10 @@ func resolveLimits(j *flowv1.JourneySpec) limits {
 		timeout:      DefaultSessionTimeout,
 		window:       or(j.LoopPrevention.Window, DefaultLoopWindow),
 		repeats:      or(j.LoopPrevention.MaxCycleRepeats, DefaultMaxCycleRepeats),
+	}
+	out.transcriptBytes = DefaultMaxTranscriptBytes
+	if l.MaxTranscriptBytes != nil {
+		out.transcriptBytes = int(*l.MaxTranscriptBytes)
 	}
 	if l.RetryLimitPerPathway != nil {
 		out.retry = int(*l.RetryLimitPerPathway)

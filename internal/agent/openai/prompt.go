@@ -147,8 +147,9 @@ func (a *Agent) ClassifyIntent(ctx context.Context, req agent.IntentRequest) (ag
 }
 
 // RunPathway runs one turn of the pathway's signature. The model sees the signature
-// in the system message, the history, the resolved inputs (not the whole context) and
-// the message; it answers a reply, every signature output, an outcome and whether the
+// in the system message, the conversation so far (the transcript, as alternating user
+// and assistant messages), the resolved inputs (not the whole context) with what
+// decisions with messaging handed over, and the message; it answers a reply, every signature output, an outcome and whether the
 // turn is complete. A malformed answer is an Invalid error, with the usage.
 func (a *Agent) RunPathway(ctx context.Context, req agent.PathwayRequest) (agent.PathwayResponse, error) {
 	var sig flowv1.Signature
@@ -167,9 +168,10 @@ func (a *Agent) RunPathway(ctx context.Context, req agent.PathwayRequest) (agent
 		msgs = append(msgs, goopenai.ChatCompletionMessage{Role: role, Content: ex.Text})
 	}
 	data := struct {
-		Inputs  map[string]any    `json:"inputs"`
-		Session agent.SessionInfo `json:"session"`
-	}{req.Inputs, req.Session}
+		Inputs     map[string]any    `json:"inputs"`
+		HandedOver map[string]any    `json:"handedOver,omitempty"`
+		Session    agent.SessionInfo `json:"session"`
+	}{req.Inputs, req.HandedOver, req.Session}
 	if data.Inputs == nil {
 		data.Inputs = map[string]any{}
 	}
