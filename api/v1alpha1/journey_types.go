@@ -130,6 +130,13 @@ type AgentSpec struct {
 	// +required
 	Name Name `json:"name"`
 
+	// instructions are the agent's own system prompt, its role: added to the pathway's
+	// signature when the agent runs a pathway, so the agents of a pipeline can each do
+	// their part.
+	// +optional
+	// +kubebuilder:validation:MaxLength=8192
+	Instructions string `json:"instructions,omitempty"`
+
 	// provider is builtin (offline, deterministic; the default) or openai (any
 	// OpenAI-compatible endpoint: OpenAI, vLLM, Ollama, LocalAI).
 	// +optional

@@ -185,7 +185,7 @@ func (a *Agent) RunPathway(ctx context.Context, req agent.PathwayRequest) (agent
 	}
 
 	c := call{
-		system:     pathwaySystem(req.Pathway, sig),
+		system:     pathwaySystem(req.Pathway, a.instructions, sig),
 		messages:   msgs,
 		schemaName: "pathway_turn", schemaKey: fieldsKey(sig.Outputs),
 		build: func() object { return pathwaySchema(sig.Outputs) },
@@ -207,9 +207,12 @@ func (a *Agent) RunPathway(ctx context.Context, req agent.PathwayRequest) (agent
 	return out, nil
 }
 
-func pathwaySystem(pathway string, sig flowv1.Signature) string {
+func pathwaySystem(pathway, role string, sig flowv1.Signature) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "You run one turn of the %q pathway of a conversation.\n", pathway)
+	if role != "" {
+		fmt.Fprintf(&b, "\nYour role:\n%s\n", role)
+	}
 	if sig.Instructions != "" {
 		fmt.Fprintf(&b, "\nInstructions:\n%s\n", sig.Instructions)
 	}
