@@ -249,6 +249,12 @@ type Decision struct {
 	// confidenceThresholds decide between applying, asking for approval and escalating.
 	// +optional
 	ConfidenceThresholds *ConfidenceThresholds `json:"confidenceThresholds,omitempty"`
+	// onRejected is where a rejected approval of this decision goes. Defaults to the
+	// pathway the Session was in before the deciding one (a rejected review goes back
+	// to the draft), else the deciding pathway runs again; either way the pathway runs
+	// with the rejection as feedback, so the same question is never asked unchanged.
+	// +optional
+	OnRejected Name `json:"onRejected,omitempty"`
 	// messaging passes this pathway's outputs to the destination (context key "messages.<pathway>").
 	// +optional
 	Messaging bool `json:"messaging,omitempty"`
@@ -268,14 +274,21 @@ type Decision struct {
 }
 
 // ConfidenceThresholds: confidence >= autoAdvance applies the decision,
-// >= requireApproval waits for approval, lower escalates.
+// >= retryWithFeedback runs the deciding pathway once more with the reasoning as
+// feedback, >= requireApproval waits for approval, lower escalates.
 // +kubebuilder:validation:XValidation:rule="!(has(self.autoAdvance) ? self.autoAdvance : '0.8').matches('^[0-9]+([.][0-9]+)?$') || !(has(self.requireApproval) ? self.requireApproval : '0.6').matches('^[0-9]+([.][0-9]+)?$') || double(has(self.autoAdvance) ? self.autoAdvance : '0.8') >= double(has(self.requireApproval) ? self.requireApproval : '0.6')",message="autoAdvance must be greater than or equal to requireApproval (they default to 0.8 and 0.6)"
 type ConfidenceThresholds struct {
 	// autoAdvance: at or above it the decision applies. Defaults to "0.8".
 	// +optional
 	AutoAdvance Confidence `json:"autoAdvance,omitempty"`
-	// requireApproval: at or above it (and below autoAdvance) the decision waits for an
-	// approval. Defaults to "0.6".
+	// retryWithFeedback: at or above it (and below autoAdvance) the deciding pathway
+	// runs once more, at once, with the decision's reasoning as feedback (counted
+	// against its retry limit); a second decision in this band waits for approval.
+	// Unset, there is no such band.
+	// +optional
+	RetryWithFeedback Confidence `json:"retryWithFeedback,omitempty"`
+	// requireApproval: at or above it (and below autoAdvance and retryWithFeedback) the
+	// decision waits for an approval. Defaults to "0.6".
 	// +optional
 	RequireApproval Confidence `json:"requireApproval,omitempty"`
 }

@@ -429,7 +429,7 @@ const (
 )
 
 // DecisionState is where a decision stands.
-// +kubebuilder:validation:Enum=Applied;Pending;Approved;Rejected;Escalated
+// +kubebuilder:validation:Enum=Applied;Pending;Approved;Rejected;Escalated;RetriedWithFeedback
 type DecisionState string
 
 const (
@@ -438,6 +438,9 @@ const (
 	DecisionApproved  DecisionState = "Approved"
 	DecisionRejected  DecisionState = "Rejected"
 	DecisionEscalated DecisionState = "Escalated"
+	// DecisionRetriedWithFeedback: the deciding pathway runs again with the
+	// decision's reasoning as feedback.
+	DecisionRetriedWithFeedback DecisionState = "RetriedWithFeedback"
 )
 
 // DecisionRecord is a transition decision.

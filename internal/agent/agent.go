@@ -52,6 +52,9 @@ type PathwayRequest struct {
 	// by the pathway whose outputs they are.
 	HandedOver map[string]any `json:"handedOver,omitempty"`
 	Session    SessionInfo    `json:"session"`
+	// Feedback is why the pathway runs again: the reasoning of a decision that asked
+	// for another try, or an approver's rejection.
+	Feedback string `json:"feedback,omitempty"`
 }
 
 // PathwayResponse is one turn's result.

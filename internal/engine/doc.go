@@ -105,6 +105,9 @@
 // the first allowed destination with the agent's builtin.confidence; openai: a Decide
 // effect). A destination outside allowedDestinations, or none, is an unclear decision
 // (confidence 0): never a jump. By confidence: >= autoAdvance (default 0.8) applies it;
+// >= retryWithFeedback (when set) runs the deciding pathway once more at once, a Retry
+// with the decision's reasoning as the request's feedback (lastDecision state
+// RetriedWithFeedback; a second decision in that band waits for approval instead);
 // >= requireApproval (default 0.6) waits in AwaitingApproval with lastDecision
 // {id d-<step>, state Pending}; lower, or unclear, moves to the journey's
 // escalationPathway, else the phase becomes Escalated. messaging copies the pathway's
@@ -117,8 +120,10 @@
 // In AwaitingApproval or Escalated, spec.approvals are read in order. One naming
 // lastDecision.id approves (to its destination, or to the approval's destination when
 // that is one of the allowed destinations; an escalated unclear decision needs one) or
-// rejects: the pathway runs again (a rejected draft is drafted again), not counted as
-// a retry. Approvals naming anything else, overriding with a destination that is not
+// rejects: the Session goes to the decision's onRejected, else back to the pathway it
+// came from into the deciding one (a rejected review goes back to the draft), else the
+// deciding pathway; that pathway runs at once with the rejection as its feedback, so
+// the same question is never asked unchanged. Approvals naming anything else, overriding with a destination that is not
 // allowed, or from someone not in decision.approvers.users (when only users are
 // listed) are counted as processed and recorded as a PolicyDenied turn.
 //

@@ -69,11 +69,12 @@ func (r *run) runRemote(p *flowv1.PathwaySpec, agents []flowv1.AgentSpec, req ag
 func (r *run) pathwayRequest(name string, p *flowv1.PathwaySpec, text string) agent.PathwayRequest {
 	ctx := r.context()
 	req := agent.PathwayRequest{
-		Pathway: name,
-		Spec:    p,
-		Message: text,
-		Context: ctx,
-		Session: r.sessionInfo(name),
+		Pathway:  name,
+		Spec:     p,
+		Message:  text,
+		Context:  ctx,
+		Session:  r.sessionInfo(name),
+		Feedback: r.feedback(name),
 	}
 	if len(p.Signature.Inputs) > 0 {
 		req.Inputs = make(map[string]any, len(p.Signature.Inputs))
