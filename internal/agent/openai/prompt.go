@@ -170,8 +170,9 @@ func (a *Agent) RunPathway(ctx context.Context, req agent.PathwayRequest) (agent
 	data := struct {
 		Inputs     map[string]any    `json:"inputs"`
 		HandedOver map[string]any    `json:"handedOver,omitempty"`
+		Feedback   string            `json:"feedback,omitempty"`
 		Session    agent.SessionInfo `json:"session"`
-	}{req.Inputs, req.HandedOver, req.Session}
+	}{req.Inputs, req.HandedOver, req.Feedback, req.Session}
 	if data.Inputs == nil {
 		data.Inputs = map[string]any{}
 	}
