@@ -145,6 +145,13 @@ type AgentSpec struct {
 	// +required
 	Name Name `json:"name"`
 
+	// instructions are the agent's own system prompt, its role: added to the pathway's
+	// signature when the agent runs a pathway, so the agents of a pipeline can each do
+	// their part.
+	// +optional
+	// +kubebuilder:validation:MaxLength=8192
+	Instructions string `json:"instructions,omitempty"`
+
 	// provider is builtin (offline, deterministic; the default) or openai (any
 	// OpenAI-compatible endpoint: OpenAI, vLLM, Ollama, LocalAI).
 	// +optional
@@ -409,6 +416,13 @@ type Limits struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=500
 	MaxJournal *int32 `json:"maxJournal,omitempty"`
+	// maxTranscriptBytes bounds status.transcript, the conversation pathway agents
+	// see: the bytes of its user messages and replies. The oldest exchanges are dropped
+	// whole to stay under it, never cut mid-message. Defaults to 16384.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=262144
+	MaxTranscriptBytes *int32 `json:"maxTranscriptBytes,omitempty"`
 	// budget caps token usage and cost across all agent calls of a Session.
 	// +optional
 	Budget *Budget `json:"budget,omitempty"`

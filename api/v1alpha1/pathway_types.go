@@ -58,12 +58,15 @@ type PathwaySpec struct {
 	// +optional
 	ReturnBehavior *ReturnBehavior `json:"returnBehavior,omitempty"`
 
-	// retry bounds Retry actions on this pathway (overrides the journey's
+	// retry bounds Retry actions on this pathway, and the attempts of an agent call
+	// that fails transiently (overrides the journey's
 	// retryLimitPerPathway).
 	// +optional
 	Retry *RetryPolicy `json:"retry,omitempty"`
 
-	// timeout bounds one turn's agent pipeline.
+	// timeout bounds one turn's agent calls, retries included: a call still without an
+	// answer this long after its first attempt is abandoned and the turn fails (result
+	// failure, so onFailure applies).
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
@@ -258,6 +261,12 @@ type Decision struct {
 	// confidenceThresholds decide between applying, asking for approval and escalating.
 	// +optional
 	ConfidenceThresholds *ConfidenceThresholds `json:"confidenceThresholds,omitempty"`
+	// onRejected is where a rejected approval of this decision goes. Defaults to the
+	// pathway the Session was in before the deciding one (a rejected review goes back
+	// to the draft), else the deciding pathway runs again; either way the pathway runs
+	// with the rejection as feedback, so the same question is never asked unchanged.
+	// +optional
+	OnRejected Name `json:"onRejected,omitempty"`
 	// messaging passes this pathway's outputs to the destination (context key "messages.<pathway>").
 	// +optional
 	Messaging bool `json:"messaging,omitempty"`
@@ -277,14 +286,21 @@ type Decision struct {
 }
 
 // ConfidenceThresholds: confidence >= autoAdvance applies the decision,
-// >= requireApproval waits for approval, lower escalates.
+// >= retryWithFeedback runs the deciding pathway once more with the reasoning as
+// feedback, >= requireApproval waits for approval, lower escalates.
 // +kubebuilder:validation:XValidation:rule="!(has(self.autoAdvance) ? self.autoAdvance : '0.8').matches('^[0-9]+([.][0-9]+)?$') || !(has(self.requireApproval) ? self.requireApproval : '0.6').matches('^[0-9]+([.][0-9]+)?$') || double(has(self.autoAdvance) ? self.autoAdvance : '0.8') >= double(has(self.requireApproval) ? self.requireApproval : '0.6')",message="autoAdvance must be greater than or equal to requireApproval (they default to 0.8 and 0.6)"
 type ConfidenceThresholds struct {
 	// autoAdvance: at or above it the decision applies. Defaults to "0.8".
 	// +optional
 	AutoAdvance Confidence `json:"autoAdvance,omitempty"`
-	// requireApproval: at or above it (and below autoAdvance) the decision waits for an
-	// approval. Defaults to "0.6".
+	// retryWithFeedback: at or above it (and below autoAdvance) the deciding pathway
+	// runs once more, at once, with the decision's reasoning as feedback (counted
+	// against its retry limit); a second decision in this band waits for approval.
+	// Unset, there is no such band.
+	// +optional
+	RetryWithFeedback Confidence `json:"retryWithFeedback,omitempty"`
+	// requireApproval: at or above it (and below autoAdvance and retryWithFeedback) the
+	// decision waits for an approval. Defaults to "0.6".
 	// +optional
 	RequireApproval Confidence `json:"requireApproval,omitempty"`
 }
@@ -326,8 +342,9 @@ type Approvers struct {
 // deterministically. CEL expressions see message, context, inputs, outputs (those
 // computed so far, in order), session and tools (the results of toolCalls).
 type BuiltinPathway struct {
-	// reply is a Go text/template over .message, .context, .inputs, .outputs and .session
-	// giving the assistant's reply.
+	// reply is a Go text/template over .message, .context, .inputs, .outputs, .session
+	// and .history (the conversation so far, oldest first: a list of {role, text} with
+	// role user or assistant) giving the assistant's reply.
 	// +optional
 	// +kubebuilder:validation:MaxLength=8192
 	Reply string `json:"reply,omitempty"`

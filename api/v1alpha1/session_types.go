@@ -239,6 +239,12 @@ type SessionStatus struct {
 	// pendingEffect is an agent's answer, recorded before the next step applies it.
 	// +optional
 	PendingEffect *EffectRecord `json:"pendingEffect,omitempty"`
+	// agentRetry counts the transient failures (timeouts, rate limits, server errors)
+	// of the agent call the Session waits on. The call is given up, and its error
+	// journaled as the call's failed answer, after the pathway's retry limit of
+	// attempts or once its timeout has passed since the first attempt.
+	// +optional
+	AgentRetry *AgentRetry `json:"agentRetry,omitempty"`
 	// journal keeps every agent answer the Session's steps were given, oldest first, up
 	// to limits.maxJournal entries, so a Session can be recorded and replayed exactly.
 	// The engine never reads it.
@@ -271,6 +277,17 @@ type SessionStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=500
 	History []HistoryEntry `json:"history,omitempty"`
+	// transcript is the conversation so far, oldest first: each turn's user message
+	// with the reply that answered it. Pathway agents see it as alternating user and
+	// assistant messages. It is bounded by limits.maxTranscriptBytes: the oldest
+	// exchanges are dropped whole (counted in transcriptDropped).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	Transcript []Exchange `json:"transcript,omitempty"`
+	// transcriptDropped counts the exchanges dropped from the front of transcript.
+	// +optional
+	TranscriptDropped int32 `json:"transcriptDropped,omitempty"`
 	// usage sums token usage and cost of all agent calls.
 	// +optional
 	Usage Usage `json:"usage,omitzero"`
@@ -368,6 +385,39 @@ type TurnProgress struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	ToolCalls []ToolCallProgress `json:"toolCalls,omitempty"`
+}
+
+// Exchange is one turn of the conversation: the user's message and the reply that
+// answered it (either may be empty: a pathway that runs on entry replies unasked).
+type Exchange struct {
+	// messageID is the id of the message in spec.messages, empty for a turn no
+	// message started.
+	// +optional
+	MessageID string `json:"messageID,omitempty"`
+	// pathway is the pathway that replied.
+	// +optional
+	Pathway string `json:"pathway,omitempty"`
+	// user is the user's message.
+	// +optional
+	User string `json:"user,omitempty"`
+	// assistant is the reply.
+	// +optional
+	Assistant string `json:"assistant,omitempty"`
+}
+
+// AgentRetry is an agent call that failed transiently and will be tried again.
+type AgentRetry struct {
+	// inputHash identifies the call: the input hash of the effect.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	InputHash string `json:"inputHash"`
+	// attempts is how many times the call failed transiently.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Attempts int32 `json:"attempts"`
+	// since is when the call was first tried.
+	// +required
+	Since metav1.Time `json:"since"`
 }
 
 // EffectKind is the kind of agent call a step asked for.
@@ -472,7 +522,7 @@ const (
 )
 
 // DecisionState is where a decision stands.
-// +kubebuilder:validation:Enum=Applied;Pending;Approved;Rejected;Escalated
+// +kubebuilder:validation:Enum=Applied;Pending;Approved;Rejected;Escalated;RetriedWithFeedback
 type DecisionState string
 
 const (
@@ -481,6 +531,9 @@ const (
 	DecisionApproved  DecisionState = "Approved"
 	DecisionRejected  DecisionState = "Rejected"
 	DecisionEscalated DecisionState = "Escalated"
+	// DecisionRetriedWithFeedback: the deciding pathway runs again with the
+	// decision's reasoning as feedback.
+	DecisionRetriedWithFeedback DecisionState = "RetriedWithFeedback"
 )
 
 // DecisionRecord is a transition decision.

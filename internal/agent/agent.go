@@ -5,6 +5,7 @@ package agent
 
 import (
 	"context"
+	"time"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
@@ -44,8 +45,16 @@ type PathwayRequest struct {
 	// Inputs are the signature's inputs resolved from the message, context and defaults.
 	Inputs  map[string]any `json:"inputs,omitempty"`
 	Context map[string]any `json:"context,omitempty"`
-	History []Exchange     `json:"history,omitempty"`
-	Session SessionInfo    `json:"session"`
+	// History is the conversation before this turn, oldest first: the user's
+	// messages and the replies, alternating.
+	History []Exchange `json:"history,omitempty"`
+	// HandedOver is what decisions with messaging passed on (the context's messages),
+	// by the pathway whose outputs they are.
+	HandedOver map[string]any `json:"handedOver,omitempty"`
+	Session    SessionInfo    `json:"session"`
+	// Feedback is why the pathway runs again: the reasoning of a decision that asked
+	// for another try, or an approver's rejection.
+	Feedback string `json:"feedback,omitempty"`
 	// Tools are the results of the turn's tool calls by tool name (the builtin
 	// provider's toolCalls).
 	Tools map[string]any `json:"tools,omitempty"`
@@ -93,6 +102,13 @@ type IntentRequest struct {
 	Message string         `json:"message"`
 	Intents []Intent       `json:"intents"`
 	Context map[string]any `json:"context,omitempty"`
+	// CacheTTL is how long an answer to the same message and intents may be reused
+	// (the journey's intentDetection.cacheTTL); 0 means the cache's default. It is
+	// not part of the question.
+	CacheTTL time.Duration `json:"-"`
+	// Pathway is the pathway the Session is in when the message is classified, whose
+	// retry limit and timeout bound the call. It is not part of the question.
+	Pathway string `json:"-"`
 }
 
 // NoIntent is the intent of a message that expresses none of the known intents.

@@ -60,7 +60,7 @@ func (c *IntentCache) Get(key string) (IntentResponse, bool) {
 		return IntentResponse{}, false
 	}
 	e := el.Value.(*cacheEntry)
-	if c.ttl > 0 && !c.now().Before(e.expires) {
+	if !e.expires.IsZero() && !c.now().Before(e.expires) {
 		c.order.Remove(el)
 		delete(c.entries, key)
 		return IntentResponse{}, false
@@ -69,11 +69,24 @@ func (c *IntentCache) Get(key string) (IntentResponse, bool) {
 	return e.resp, true
 }
 
-// Add stores resp under key, evicting the least recently used entry when full.
+// Add stores resp under key for the cache's ttl, evicting the least recently used
+// entry when full.
 func (c *IntentCache) Add(key string, resp IntentResponse) {
+	c.AddFor(key, resp, 0)
+}
+
+// AddFor stores resp under key for ttl (the cache's ttl when ttl <= 0), evicting the
+// least recently used entry when full.
+func (c *IntentCache) AddFor(key string, resp IntentResponse, ttl time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	expires := c.now().Add(c.ttl)
+	if ttl <= 0 {
+		ttl = c.ttl
+	}
+	var expires time.Time // zero: never expires
+	if ttl > 0 {
+		expires = c.now().Add(ttl)
+	}
 	if el, ok := c.entries[key]; ok {
 		e := el.Value.(*cacheEntry)
 		e.resp, e.expires = resp, expires
@@ -110,7 +123,8 @@ func IntentCacheKey(model string, req IntentRequest) string {
 }
 
 // CachedClassifier wraps a so that ClassifyIntent answers from cache when it can.
-// Only successful answers are cached (a "none" answer is one); a hit reports zero
+// Only successful answers are cached (a "none" answer is one), for the request's
+// CacheTTL (the journey's intentDetection.cacheTTL) or the cache's default; a hit reports zero
 // usage, since no tokens were spent. model distinguishes agents sharing a cache.
 // RunPathway and Decide pass through.
 func CachedClassifier(a Agent, cache *IntentCache, model string) Agent {
@@ -131,7 +145,7 @@ func (c *cachedClassifier) ClassifyIntent(ctx context.Context, req IntentRequest
 	}
 	resp, err := c.Agent.ClassifyIntent(ctx, req)
 	if err == nil {
-		c.cache.Add(key, resp)
+		c.cache.AddFor(key, resp, req.CacheTTL)
 	}
 	return resp, err
 }

@@ -69,6 +69,35 @@ func TestCachedClassifierHitsAndExpires(t *testing.T) {
 	}
 }
 
+// The journey's cacheTTL, carried by the request, overrides the cache's default.
+func TestCachedClassifierRequestTTL(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	cache := NewIntentCache(16, 5*time.Minute, clock.Now)
+	calls := 0
+	c := CachedClassifier(countingClassifier(t, &calls, nil), cache, "gpt-4o-mini")
+	ctx := context.Background()
+	req := IntentRequest{Message: "What is a referral?", Intents: faqIntents, CacheTTL: 30 * time.Second}
+	if _, err := c.ClassifyIntent(ctx, req); err != nil || calls != 1 {
+		t.Fatalf("first call: %v after %d calls", err, calls)
+	}
+	clock.Advance(29 * time.Second)
+	if _, _ = c.ClassifyIntent(ctx, req); calls != 1 {
+		t.Errorf("within the request's TTL: %d calls, want a hit", calls)
+	}
+	clock.Advance(time.Second)
+	if _, _ = c.ClassifyIntent(ctx, req); calls != 2 {
+		t.Errorf("after the request's 30s TTL (cache default 5m): %d calls, want 2", calls)
+	}
+	long := req
+	long.Message = "Why?"
+	long.CacheTTL = time.Hour
+	_, _ = c.ClassifyIntent(ctx, long)
+	clock.Advance(59 * time.Minute)
+	if _, _ = c.ClassifyIntent(ctx, long); calls != 3 {
+		t.Errorf("a 1h TTL expired after 59m (cache default 5m): %d calls, want 3", calls)
+	}
+}
+
 func TestCachedClassifierKey(t *testing.T) {
 	cache := NewIntentCache(16, time.Hour, nil)
 	calls := 0

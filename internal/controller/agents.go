@@ -29,7 +29,8 @@ func (f AgentFactoryFunc) Agent(ctx context.Context, secrets client.Reader, name
 	return f(ctx, secrets, namespace, spec)
 }
 
-// intentCacheTTL is how long a classification is reused. One cache serves the
+// intentCacheTTL is how long a classification is reused when the journey sets no
+// intentDetection.cacheTTL (the engine passes it with each request). One cache serves the
 // process; its key holds the model, the message and the whole intent set, so journeys
 // never see each other's answers.
 const intentCacheTTL = 5 * time.Minute

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
@@ -338,3 +339,35 @@ func TestSuspendCancelAndTTL(t *testing.T) {
 }
 
 var _ = ctrl.Request{}
+
+// A Session waiting for input times out at its deadline with no edit and no restart:
+// the reconcile that leaves it waiting is requeued at limits.sessionTimeout.
+func TestSessionTimesOutWhileWaiting(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, ns, Options{})
+	s, _ := loadSample(t, ns, "healthcare-referral.yaml", func(o client.Object) {
+		if j, ok := o.(*flowv1.Journey); ok {
+			j.Spec.Limits.SessionTimeout = &metav1.Duration{Duration: 3 * time.Second}
+		}
+	})
+	create(t, s)
+	send(t, ns, s.Name, "m1", "Hi, I need to book an appointment with a cardiologist. Here's my referral.")
+	waiting := settled(t, ns, s.Name, func(s *flowv1.Session) error {
+		if s.Status.Phase != flowv1.PhaseWaitingForInput || s.Status.ProcessedMessages != 1 {
+			return fmt.Errorf("phase %s, processed %d", s.Status.Phase, s.Status.ProcessedMessages)
+		}
+		return nil
+	})
+	if reason, blocked := engine.Blocked(&waiting.Status); blocked {
+		t.Fatalf("blocked before the deadline: %s", reason)
+	}
+	got := settled(t, ns, s.Name, func(s *flowv1.Session) error {
+		if reason, blocked := engine.Blocked(&s.Status); !blocked || reason != flowv1.ReasonSessionTimeout {
+			return fmt.Errorf("not timed out yet (blocked %v, %q)", blocked, reason)
+		}
+		return nil
+	})
+	if got.Generation != waiting.Generation {
+		t.Errorf("the Session was edited: generation %d, then %d", waiting.Generation, got.Generation)
+	}
+}

@@ -46,6 +46,9 @@ type sessionStep struct {
 	then outcome
 	// trace records the step's span once its status is written (nil: not traced).
 	trace *tracing.Step
+	// deadline is when the Session times out (limits.sessionTimeout); zero when the
+	// step did not run.
+	deadline time.Time
 }
 
 // step computes the Session's next status: the Journey revision it runs on (pinned at
@@ -82,7 +85,7 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 		return sessionStep{then: failed(err)}
 	}
 	tr.Result(res.Status, res.Outcome != session.Unchanged, string(res.Outcome), effectKind(res.Effect), res.Err)
-	st := sessionStep{status: res.Status, step: res.Outcome, trace: tr}
+	st := sessionStep{status: res.Status, step: res.Outcome, trace: tr, deadline: snap.Deadline(s.CreationTimestamp.Time)}
 	switch res.Outcome {
 	case session.AgentRetry:
 		// Nothing is journaled: the next attempt repeats the same step.
@@ -122,6 +125,7 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 	switch st.step {
 	case session.Unchanged:
 		stepsTotal.WithLabelValues(journey, "unchanged").Inc()
+		return atDeadline(st, now)
 	case session.Performed, session.Changed:
 		label := "changed"
 		if st.step == session.Performed {
@@ -129,9 +133,31 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 		}
 		stepsTotal.WithLabelValues(journey, label).Inc()
 		r.emit(s, old, st.status)
-		return r.next(ctx, s, st.status.Phase, now)
+		if out := r.next(ctx, s, st.status.Phase, now); out != (outcome{}) {
+			return out
+		}
+		return atDeadline(st, now)
 	}
 	return st.then
+}
+
+// atDeadline is how a reconcile that leaves a Session waiting ends: requeued at its
+// timeout, so the timeout fires with no edit and no restart (a restart recomputes it
+// from the revision and the creation time). A finished or blocked Session, or a
+// reconcile that ends otherwise, keeps its outcome.
+func atDeadline(st sessionStep, now time.Time) outcome {
+	if st.then != (outcome{}) || st.deadline.IsZero() || st.status == nil || st.status.Phase.IsTerminal() {
+		return st.then
+	}
+	if _, blocked := engine.Blocked(st.status); blocked {
+		return st.then
+	}
+	wait := st.deadline.Sub(now)
+	if wait < 0 {
+		return st.then // past it and still not blocked: suspended, nothing to fire
+	}
+	// Just after the deadline: the step times out strictly after it.
+	return outcome{kind: requeue, after: wait + 10*time.Millisecond}
 }
 
 // next is how a Session that a step advanced gets its next step: through the watch of

@@ -40,7 +40,7 @@ func (r *run) approval() {
 		return
 	}
 	if !a.Approves() {
-		r.reject(ld, a)
+		r.reject(ld, a, d)
 		return
 	}
 	r.approve(ld, a, d != nil && d.Messaging, prevOutputs)
@@ -65,22 +65,54 @@ func approverReason(verb string, a flowv1.Approval) string {
 	return reason
 }
 
-// reject sends the pathway back to work: it runs again (a rejected draft is drafted
-// again), not counted as a retry.
-func (r *run) reject(ld *flowv1.DecisionRecord, a flowv1.Approval) {
+// reject sends the work back: to the decision's onRejected, else to the pathway the
+// Session was in before the deciding one, else the deciding pathway runs again. The
+// pathway runs at once with the rejection as feedback, so the same question is never
+// asked unchanged.
+func (r *run) reject(ld *flowv1.DecisionRecord, a flowv1.Approval, d *flowv1.Decision) {
 	st := r.st
+	to := r.rejectedTo(ld, d)
 	rec := ld.DeepCopy()
 	rec.State = flowv1.DecisionRejected
 	rec.Source = flowv1.SourceApproval
-	st.LastDecision = rec
+	rec.To = to
+	rec.Reasoning = truncate(approverReason("rejected", a), 1024)
 	st.Phase = flowv1.PhaseRunning
-	st.PathwayTurns = 0
-	st.Transitions++
-	r.appendHistory(flowv1.HistoryEntry{Time: r.now, Step: r.step, From: st.CurrentPathway, To: st.CurrentPathway,
-		Action: flowv1.ActionRetry, Source: flowv1.SourceApproval, Transition: ld.Transition, Confidence: ld.Confidence,
-		Iteration: st.Iteration, Reason: truncate(approverReason("rejected", a), 1024)})
 	st.LastTurn.Transition = ld.Transition
-	st.LastTurn.FinishReason = flowv1.FinishSuccess
+	if to == st.CurrentPathway {
+		rec.Action = flowv1.ActionRetry
+		st.LastDecision = rec
+		st.PathwayTurns = 0
+		st.Transitions++
+		r.appendHistory(flowv1.HistoryEntry{Time: r.now, Step: r.step, From: st.CurrentPathway, To: st.CurrentPathway,
+			Action: flowv1.ActionRetry, Source: flowv1.SourceApproval, Transition: ld.Transition, Confidence: ld.Confidence,
+			Iteration: st.Iteration, Reason: rec.Reasoning})
+	} else {
+		rec.Action = flowv1.ActionAdvance
+		r.move(move{to: to, action: flowv1.ActionAdvance, source: flowv1.SourceApproval, transition: ld.Transition,
+			confidence: ld.Confidence, reasoning: rec.Reasoning, record: rec})
+	}
+	if st.LastTurn.FinishReason == "" {
+		st.LastTurn.FinishReason = flowv1.FinishSuccess
+	}
+}
+
+// rejectedTo is where a rejected decision goes: onRejected, else the pathway the
+// Session came from into the deciding one (the last move into it from elsewhere),
+// else the deciding pathway.
+func (r *run) rejectedTo(ld *flowv1.DecisionRecord, d *flowv1.Decision) string {
+	if d != nil && d.OnRejected != "" {
+		if _, ok := r.snap.pathways[string(d.OnRejected)]; ok {
+			return string(d.OnRejected)
+		}
+	}
+	h := r.st.History
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].To == ld.From && h[i].From != "" && h[i].From != ld.From {
+			return h[i].From
+		}
+	}
+	return ld.From
 }
 
 // approve applies the decision the Session waits on: to its destination, or to the

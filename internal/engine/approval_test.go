@@ -60,11 +60,15 @@ func TestApprovals(t *testing.T) {
 		id := s.st.LastDecision.ID
 		s.approve(id, false, "")
 		s.step()
-		s.expect(flowv1.PhaseRunning, "seek-approval")
-		if s.st.LastDecision.State != flowv1.DecisionRejected {
-			t.Errorf("state %s", s.st.LastDecision.State)
+		// Rejected goes back to the pathway before the deciding one, with the
+		// rejection as feedback (the rejected draft is drafted again).
+		if ld := s.st.LastDecision; ld.State != flowv1.DecisionRejected || ld.To != "schedule" || ld.Reasoning != "rejected by alice" {
+			t.Errorf("lastDecision %s", dump(ld))
 		}
-		// The pathway runs again and asks again, under a new decision id.
+		if (&run{st: s.st, snap: s.snap}).feedback("schedule") != "rejected by alice" {
+			t.Errorf("schedule runs without the rejection as feedback")
+		}
+		// The work is done again and asked again, under a new decision id.
 		s.settle()
 		s.expect(flowv1.PhaseAwaitingApproval, "seek-approval")
 		if s.st.LastDecision.ID == id || s.st.LastDecision.State != flowv1.DecisionPending {
@@ -74,6 +78,22 @@ func TestApprovals(t *testing.T) {
 		s.approve(id, true, "")
 		s.settle()
 		s.expect(flowv1.PhaseAwaitingApproval, "seek-approval")
+	})
+	t.Run("rejected to onRejected", func(t *testing.T) {
+		d := planner()
+		d.p["seek-approval"].Transitions.OnSuccess.Decision.OnRejected = "outline"
+		s := newSession(t, d)
+		s.spec.InitialContext = raw(`{"collect":"sufficient_context","outline_ok_at":2,"schedule":"success"}`)
+		s.settle()
+		s.expect(flowv1.PhaseAwaitingApproval, "seek-approval")
+		s.approve(s.st.LastDecision.ID, false, "")
+		s.step()
+		if ld := s.st.LastDecision; ld.State != flowv1.DecisionRejected || ld.To != "outline" {
+			t.Errorf("lastDecision %s", dump(ld))
+		}
+		if h := s.st.History[len(s.st.History)-1]; h.From != "seek-approval" || h.To != "outline" || h.Source != flowv1.SourceApproval {
+			t.Errorf("history %s", dump(h))
+		}
 	})
 	t.Run("restricted approvers", func(t *testing.T) {
 		d := planner()

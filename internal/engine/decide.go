@@ -196,7 +196,14 @@ func (r *run) weigh(dc decision) {
 	for _, a := range dc.d.AllowedDestinations {
 		rec.AllowedDestinations = append(rec.AllowedDestinations, string(a))
 	}
+	fb := feedbackThreshold(dc.d)
 	switch {
+	case !dc.unclear && dc.confidence < auto && fb > 0 && dc.confidence >= fb && !r.retriedWithFeedback(dc):
+		// The pathway runs again at once, with the reasoning as feedback.
+		rec.State = flowv1.DecisionRetriedWithFeedback
+		rec.To, rec.Action = dc.from, flowv1.ActionRetry
+		r.move(move{to: dc.from, action: flowv1.ActionRetry, source: dc.source, transition: dc.transition, confidence: conf,
+			agent: dc.agent, reasoning: dc.reasoning, failed: dc.failed, record: rec})
 	case !dc.unclear && dc.confidence >= auto:
 		rec.State = flowv1.DecisionApplied
 		if r.move(move{to: dc.to, action: action, source: dc.source, transition: dc.transition, confidence: conf,
@@ -240,6 +247,35 @@ func thresholds(d *flowv1.Decision) (auto, approval float64) {
 	}
 	// A lone autoAdvance below the default requireApproval leaves no approval band.
 	return auto, min(approval, auto)
+}
+
+// feedbackThreshold is the decision's retryWithFeedback threshold, 0 for none.
+func feedbackThreshold(d *flowv1.Decision) float64 {
+	if th := d.ConfidenceThresholds; th != nil && th.RetryWithFeedback != "" {
+		return parseConfidence(th.RetryWithFeedback, 0)
+	}
+	return 0
+}
+
+// retriedWithFeedback reports whether the last decision already sent this decision's
+// pathway back with feedback: the band re-runs a pathway once.
+func (r *run) retriedWithFeedback(dc decision) bool {
+	ld := r.st.LastDecision
+	return ld != nil && ld.State == flowv1.DecisionRetriedWithFeedback && ld.From == dc.from && ld.Transition == dc.transition
+}
+
+// feedback is why the pathway runs again, when it does: the reasoning of the decision
+// that sent it back with feedback, or the rejection of its approval.
+func (r *run) feedback(pathway string) string {
+	ld := r.st.LastDecision
+	if ld == nil || ld.To != pathway || r.st.PathwayTurns > 0 {
+		return ""
+	}
+	switch ld.State {
+	case flowv1.DecisionRetriedWithFeedback, flowv1.DecisionRejected:
+		return ld.Reasoning
+	}
+	return ""
 }
 
 // parseConfidence reads a confidence: def when it is empty or not a decimal in [0,1].

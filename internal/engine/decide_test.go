@@ -167,3 +167,48 @@ func TestConfidenceThresholds(t *testing.T) {
 		})
 	}
 }
+
+// The confidence bands: at or above autoAdvance the decision applies; between
+// retryWithFeedback and autoAdvance the deciding pathway runs once more with the
+// reasoning as feedback (a Retry), then asks for approval; between requireApproval and
+// retryWithFeedback it waits for approval; below it escalates.
+func TestConfidenceBands(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		th       flowv1.ConfidenceThresholds
+		phase    flowv1.Phase
+		pathway  string
+		feedback bool
+	}{
+		{"apply", flowv1.ConfidenceThresholds{AutoAdvance: "0.5", RetryWithFeedback: "0.45", RequireApproval: "0.4"}, flowv1.PhaseCompleted, "complete", false},
+		{"retry with feedback, then approval", flowv1.ConfidenceThresholds{AutoAdvance: "0.7", RetryWithFeedback: "0.45", RequireApproval: "0.4"}, flowv1.PhaseAwaitingApproval, "seek-approval", true},
+		{"approval", flowv1.ConfidenceThresholds{AutoAdvance: "0.7", RetryWithFeedback: "0.6", RequireApproval: "0.4"}, flowv1.PhaseAwaitingApproval, "seek-approval", false},
+		{"escalate", flowv1.ConfidenceThresholds{AutoAdvance: "0.9", RetryWithFeedback: "0.8", RequireApproval: "0.6"}, flowv1.PhaseEscalated, "seek-approval", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := planner()
+			th := tt.th
+			d.p["seek-approval"].Transitions.OnSuccess.Decision.ConfidenceThresholds = &th
+			s := newSession(t, d)
+			s.spec.InitialContext = raw(`{"collect":"sufficient_context","outline_ok_at":2,"schedule":"success"}`)
+			s.settle()
+			s.expect(tt.phase, tt.pathway)
+			var retried []flowv1.HistoryEntry
+			for _, h := range s.st.History {
+				if h.From == "seek-approval" && h.To == "seek-approval" && h.Action == flowv1.ActionRetry {
+					retried = append(retried, h)
+				}
+			}
+			if tt.feedback {
+				if len(retried) != 1 || s.st.Retries["seek-approval"] != 1 {
+					t.Fatalf("want one retry with feedback, history %s", dump(s.st.History))
+				}
+				if ld := s.st.LastDecision; ld.State != flowv1.DecisionPending {
+					t.Errorf("after the retry the decision waits for approval: %s", dump(ld))
+				}
+			} else if len(retried) != 0 {
+				t.Errorf("retried with feedback outside the band: %s", dump(retried))
+			}
+		})
+	}
+}

@@ -56,12 +56,14 @@
 // # Routing a message (route.go)
 //
 // Global transitions apply when their from is the current pathway or "*"; they are
-// tried by priority (higher first), then declaration order: intent patterns first
-// (package match: case-insensitive, on word boundaries), then, when no pattern matched
-// and some llmFallback intent applies and intentDetection names an openai agent, the
-// LLM classifier (a ClassifyIntent effect; below confidenceThreshold, "none", an
-// intent not asked about, or an error is no match), then CEL conditions (context,
-// message, session, and outputs: the previous turn's). The first that fires moves the
+// tried in one order, priority (higher first) then declaration, whatever their trigger:
+// an intent whose patterns match (package match: case-insensitive, on word boundaries)
+// or a CEL condition that holds (context, message, session, and outputs: the previous
+// turn's) fires. When intentDetection names an openai agent, the LLM classifier is
+// asked once per message (a ClassifyIntent effect, cached for intentDetection.cacheTTL)
+// about the llmFallback intents tried before the first transition that fired on its
+// own, the only ones that could still win; below confidenceThreshold, "none", an
+// intent not asked about, or an error is no match. The first that fires moves the
 // Session, then applies its contextUpdate (Append de-duplicates; Set; Copy). Entering a
 // pathway with returnBehavior ReturnToPrevious from another pathway pushes the current
 // one; past maxPathwayDepth the move is refused with a Policy failure: FailFast fails
@@ -103,6 +105,9 @@
 // the first allowed destination with the agent's builtin.confidence; openai: a Decide
 // effect). A destination outside allowedDestinations, or none, is an unclear decision
 // (confidence 0): never a jump. By confidence: >= autoAdvance (default 0.8) applies it;
+// >= retryWithFeedback (when set) runs the deciding pathway once more at once, a Retry
+// with the decision's reasoning as the request's feedback (lastDecision state
+// RetriedWithFeedback; a second decision in that band waits for approval instead);
 // >= requireApproval (default 0.6) waits in AwaitingApproval with lastDecision
 // {id d-<step>, state Pending}; lower, or unclear, moves to the journey's
 // escalationPathway, else the phase becomes Escalated. messaging copies the pathway's
@@ -115,8 +120,10 @@
 // In AwaitingApproval or Escalated, spec.approvals are read in order. One naming
 // lastDecision.id approves (to its destination, or to the approval's destination when
 // that is one of the allowed destinations; an escalated unclear decision needs one) or
-// rejects: the pathway runs again (a rejected draft is drafted again), not counted as
-// a retry. Approvals naming anything else, overriding with a destination that is not
+// rejects: the Session goes to the decision's onRejected, else back to the pathway it
+// came from into the deciding one (a rejected review goes back to the draft), else the
+// deciding pathway; that pathway runs at once with the rejection as its feedback, so
+// the same question is never asked unchanged. Approvals naming anything else, overriding with a destination that is not
 // allowed, or from someone not in decision.approvers.users (when only users are
 // listed) are counted as processed and recorded as a PolicyDenied turn.
 //

@@ -32,6 +32,7 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 		turnEqual(a.Turn, b.Turn) &&
 		decisionEqual(a.LastDecision, b.LastDecision) &&
 		effectEqual(a.PendingEffect, b.PendingEffect) &&
+		retryEqual(a.AgentRetry, b.AgentRetry) &&
 		slices.EqualFunc(a.Journal, b.Journal, func(x, y flowv1.EffectRecord) bool { return effectEqual(&x, &y) }) &&
 		a.JournalDropped == b.JournalDropped &&
 		outcomeEqual(a.LastTurn, b.LastTurn) &&
@@ -45,6 +46,8 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 				x.Source == y.Source && x.Transition == y.Transition && x.Confidence == y.Confidence &&
 				x.Iteration == y.Iteration && x.MessageID == y.MessageID && x.Reason == y.Reason
 		}) &&
+		slices.Equal(a.Transcript, b.Transcript) &&
+		a.TranscriptDropped == b.TranscriptDropped &&
 		a.Usage == b.Usage &&
 		slices.EqualFunc(a.ToolCache, b.ToolCache, func(x, y flowv1.ToolCacheEntry) bool {
 			return x.Tool == y.Tool && x.ArgsDigest == y.ArgsDigest && jsonEqual(x.Result, y.Result)
@@ -117,4 +120,11 @@ func outcomeEqual(a, b *flowv1.TurnOutcome) bool {
 		a.AssistantText == b.AssistantText && a.ResultType == b.ResultType && a.Complete == b.Complete &&
 		a.Transition == b.Transition && jsonEqual(a.Outputs, b.Outputs) && slices.Equal(a.Failures, b.Failures) && a.Usage == b.Usage &&
 		slices.Equal(a.ToolCalls, b.ToolCalls)
+}
+
+func retryEqual(a, b *flowv1.AgentRetry) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.InputHash == b.InputHash && a.Attempts == b.Attempts && a.Since.Equal(&b.Since)
 }

@@ -163,7 +163,30 @@ func TestJournalAgentErrors(t *testing.T) {
 		if policy == flowv1.ErrorRecoveryFailFast {
 			s.expect(flowv1.PhaseFailed, "intake")
 		} else {
+			// No onFailure: the person gets the fallback reply and the Session stays.
 			s.expect(flowv1.PhaseWaitingForInput, "intake")
+			if lt.ResultType != flowv1.ResultFailure || lt.AssistantText != FallbackReply {
+				t.Errorf("lastTurn %s: want result failure and the fallback reply", dump(lt))
+			}
+		}
+	}
+	// With onFailure, the failed run is a failed turn that takes it (FailFast too).
+	for _, policy := range []flowv1.ErrorRecovery{flowv1.ErrorRecoveryGraceful, flowv1.ErrorRecoveryFailFast} {
+		s := newSession(t, remoteHealthcare())
+		s.snap.journey.ErrorRecovery = policy
+		s.snap.pathways["intake"].Transitions = &flowv1.OutcomeTransitions{OnFailure: &flowv1.OutcomeTransition{To: "escalation"}}
+		s.answer = func(*Effect) (any, error) {
+			return nil, &agent.Error{Class: agent.Invalid, Kind: flowv1.FailureTimeout, Source: flowv1.FailureTransport, Agent: "document-processor", Err: errors.New("gave up after 3 attempts")}
+		}
+		s.say("m1", "Hi")
+		s.settle()
+		s.expect(flowv1.PhaseWaitingForInput, "escalation")
+		d := s.st.LastDecision
+		if d == nil || d.Transition != flowv1.TransitionOnFailure || d.From != "intake" {
+			t.Errorf("%s: lastDecision %s", policy, dump(d))
+		}
+		if lt := s.st.LastTurn; lt.ResultType != flowv1.ResultFailure || len(lt.Failures) != 1 || lt.Failures[0].Kind != flowv1.FailureTimeout {
+			t.Errorf("%s: lastTurn %s", policy, dump(lt))
 		}
 	}
 	// An intent classifier error means no intent; the message still runs.

@@ -77,11 +77,12 @@ func (r *run) runRemote(p *flowv1.PathwaySpec, agents []flowv1.AgentSpec, req ag
 func (r *run) pathwayRequest(name string, p *flowv1.PathwaySpec, text string) agent.PathwayRequest {
 	ctx := r.context()
 	req := agent.PathwayRequest{
-		Pathway: name,
-		Spec:    p,
-		Message: text,
-		Context: ctx,
-		Session: r.sessionInfo(name),
+		Pathway:  name,
+		Spec:     p,
+		Message:  text,
+		Context:  ctx,
+		Session:  r.sessionInfo(name),
+		Feedback: r.feedback(name),
 	}
 	if len(p.Signature.Inputs) > 0 {
 		req.Inputs = make(map[string]any, len(p.Signature.Inputs))
@@ -97,15 +98,11 @@ func (r *run) pathwayRequest(name string, p *flowv1.PathwaySpec, text string) ag
 			}
 		}
 	}
-	// The user's earlier messages, most recent last (at most 10).
-	n := r.st.ProcessedMessages
-	if r.st.Turn != nil && r.st.Turn.Trigger == flowv1.TurnMessage {
-		n-- // the message of this turn is req.Message
-	}
-	for i := max(0, n-10); i < n; i++ {
-		if m, ok := r.spec.MessageAt(i); ok { // dropped messages are no longer there
-			req.History = append(req.History, agent.Exchange{Role: "user", Text: m.Text})
-		}
+	// The conversation so far: the user's messages and the replies, oldest first.
+	req.History = r.history()
+	// What decisions with messaging handed over, by the pathway that produced it.
+	if m, ok := ctx["messages"].(map[string]any); ok && len(m) > 0 {
+		req.HandedOver = m
 	}
 	return req
 }
@@ -118,15 +115,14 @@ func isMessageInput(name string) bool {
 
 // applyResult applies a pathway turn's result: the typed outcome in lastTurn,
 // accumulation into the context, then, for a complete turn, the Decide stage. A
-// failure (an agent error, an invalid builtin expression) is recoverable: Graceful
-// stays in the pathway.
+// failure (an agent error after its retries, an invalid builtin expression) is a turn
+// with result failure.
 func (r *run) applyResult(resp agent.PathwayResponse, failure *flowv1.Failure) stageResult {
 	st := r.st
 	lt := st.LastTurn
 	st.PathwayTurns++
 	if failure != nil {
-		r.turnFailed(*failure)
-		return turnOver
+		return r.executionFailed(*failure)
 	}
 	rt := cmp.Or(resp.ResultType, flowv1.ResultSuccess)
 	lt.AssistantText = resp.Reply
@@ -143,4 +139,29 @@ func (r *run) applyResult(resp agent.PathwayResponse, failure *flowv1.Failure) s
 	st.Turn.ResultType = rt
 	st.Turn.Outputs = outputs
 	return goTo(flowv1.StageDecide)
+}
+
+// FallbackReply is the reply of a turn whose pathway failed to run with nowhere to go:
+// the person is never left without an answer.
+const FallbackReply = "Sorry, something went wrong on our side. Please try again in a moment."
+
+// executionFailed applies a pathway run that failed (an agent error after its
+// retries, a builtin expression that failed): a turn with result failure and the typed
+// failure in lastTurn. It takes onFailure like any failed turn; with no onFailure it is
+// a recoverable error: Graceful replies FallbackReply and stays, FailFast fails.
+func (r *run) executionFailed(f flowv1.Failure) stageResult {
+	lt := r.st.LastTurn
+	lt.ResultType = flowv1.ResultFailure
+	if tr, _ := r.current().Transitions.ForResult(flowv1.ResultFailure); tr != nil {
+		r.addFailure(f)
+		lt.FinishReason = flowv1.FinishError
+		r.st.Turn.ResultType = flowv1.ResultFailure
+		r.st.Turn.Outputs = nil
+		return goTo(flowv1.StageDecide)
+	}
+	if r.recoverable(flowv1.ReasonFailed, f) {
+		lt.FinishReason = flowv1.FinishError
+		lt.AssistantText = FallbackReply
+	}
+	return turnOver
 }

@@ -21,10 +21,12 @@ type firing struct {
 }
 
 // route is the Route stage of a message turn: the global transitions that apply in the
-// current pathway, by priority then declaration order; intent patterns first, then the
-// LLM classifier for llmFallback intents when no pattern matched, then CEL conditions.
-// The first that fires moves the Session; the turn goes on with the Run stage in the
-// (new) current pathway.
+// current pathway are tried in one order, priority then declaration, whatever their
+// trigger: an intent whose patterns match or a condition that holds fires. The LLM
+// classifier is asked at most once per message, and only about the llmFallback intents
+// that come before the first transition that fired on its own (the only ones that could
+// still win). The first that fires moves the Session; the turn goes on with the Run
+// stage in the (new) current pathway.
 func (r *run) route() stageResult {
 	t := r.st.Turn
 	text, ok := r.message(t.MessageID)
@@ -33,16 +35,15 @@ func (r *run) route() stageResult {
 			Message: fmt.Sprintf("message %q is no longer in spec.messages", t.MessageID)})
 		return turnOver
 	}
-	f := r.matchPattern(text)
-	if f == nil {
-		var res stageResult
-		var waiting bool
-		if f, res, waiting = r.classify(text); waiting {
+	f, candidates := r.firstFiring(text)
+	if len(candidates) > 0 {
+		picked, res, waiting := r.classify(text, candidates)
+		if waiting {
 			return res
 		}
-	}
-	if f == nil {
-		f = r.matchCondition(text)
+		if picked != nil {
+			f = picked
+		}
 	}
 	if f != nil && !r.takeGlobal(f) {
 		return turnOver
@@ -52,40 +53,50 @@ func (r *run) route() stageResult {
 	return goTo(flowv1.StageRun)
 }
 
-// matchPattern returns the first intent transition that applies and whose patterns
-// match text.
-func (r *run) matchPattern(text string) *firing {
-	for _, gt := range r.snap.intents {
-		if gt.AppliesIn(r.st.CurrentPathway) && match.Index(text, gt.Trigger.Intent.Patterns) >= 0 {
-			return &firing{gt: gt, confidence: "1", reason: "pattern match"}
+// firstFiring walks the transitions that apply, by priority then declaration, and
+// returns the first that fires on its own (a matching pattern, a true condition), with
+// the llmFallback intents met before it whose patterns did not match: those the
+// classifier may still pick over it. A condition that fails to evaluate is recorded
+// and skipped. Without a remote classifier there are no candidates.
+func (r *run) firstFiring(text string) (*firing, []*flowv1.GlobalTransition) {
+	_, llm := r.snap.classifier()
+	var candidates []*flowv1.GlobalTransition
+	var act interpreter.Activation
+	for _, gt := range r.snap.transitions {
+		if !gt.AppliesIn(r.st.CurrentPathway) {
+			continue
+		}
+		if in := gt.Trigger.Intent; in != nil {
+			if match.Index(text, in.Patterns) >= 0 {
+				return &firing{gt: gt, confidence: "1", reason: "pattern match"}, candidates
+			}
+			if llm && in.LLMFallback {
+				candidates = append(candidates, gt)
+			}
+			continue
+		}
+		if act == nil {
+			act = r.conditionVars(text)
+		}
+		fire, err := expr.EvalBool(string(gt.Trigger.Condition), act)
+		if err != nil {
+			r.addFailure(flowv1.Failure{Source: flowv1.FailureSystem, Component: string(gt.Name), Kind: flowv1.FailureValidation, Message: err.Error()})
+			continue
+		}
+		if fire {
+			return &firing{gt: gt, confidence: "1", reason: "condition " + string(gt.Trigger.Condition)}, candidates
 		}
 	}
-	return nil
+	return nil, candidates
 }
 
-// fallbackIntents are the intent transitions the LLM classifier may pick in the
-// current pathway: those with llmFallback that apply.
-func (r *run) fallbackIntents() []*flowv1.GlobalTransition {
-	var out []*flowv1.GlobalTransition
-	for _, gt := range r.snap.intents {
-		if gt.AppliesIn(r.st.CurrentPathway) && gt.Trigger.Intent.LLMFallback {
-			out = append(out, gt)
-		}
-	}
-	return out
-}
-
-// classify asks the LLM classifier about the llmFallback intents that apply, when
-// there are any and the journey has a remote classifier, and returns the transition
-// its journaled answer picks. waiting says the stage stops with res instead: it waits
-// on the classifier, or the budget is spent and the Session is blocked.
-func (r *run) classify(text string) (f *firing, res stageResult, waiting bool) {
+// classify asks the journey's remote LLM classifier about candidates and returns the
+// transition its journaled answer picks. waiting says the stage stops with res
+// instead: it waits on the classifier, or the budget is spent and the Session is
+// blocked.
+func (r *run) classify(text string, candidates []*flowv1.GlobalTransition) (f *firing, res stageResult, waiting bool) {
 	ag, ok := r.snap.classifier()
 	if !ok {
-		return nil, turnOver, false
-	}
-	candidates := r.fallbackIntents()
-	if len(candidates) == 0 {
 		return nil, turnOver, false
 	}
 	intents := make([]agent.Intent, 0, len(candidates))
@@ -93,7 +104,7 @@ func (r *run) classify(text string) (f *firing, res stageResult, waiting bool) {
 		in := gt.Trigger.Intent
 		intents = append(intents, agent.Intent{Name: string(gt.Name), Description: in.Description, Patterns: in.Patterns})
 	}
-	req := agent.IntentRequest{Message: text, Intents: intents, Context: r.context()}
+	req := agent.IntentRequest{Message: text, Intents: intents, Context: r.context(), CacheTTL: r.snap.lim.intentCacheTTL, Pathway: r.st.CurrentPathway}
 	rec, res := r.remote(flowv1.EffectClassifyIntent, []flowv1.AgentSpec{ag}, "", req)
 	if rec == nil {
 		return nil, res, true
@@ -125,29 +136,6 @@ func (r *run) classified(rec *flowv1.EffectRecord, candidates []*flowv1.GlobalTr
 	}
 	r.addFailure(flowv1.Failure{Source: flowv1.FailureLLM, Component: rec.Agent, Kind: flowv1.FailureValidation,
 		Message: fmt.Sprintf("intent %q is not one of the intents asked about", res.Intent)})
-	return nil
-}
-
-// matchCondition returns the first condition transition that applies and whose CEL
-// condition is true. A condition that fails to evaluate is recorded and skipped.
-func (r *run) matchCondition(text string) *firing {
-	var act interpreter.Activation
-	for _, gt := range r.snap.conditions {
-		if !gt.AppliesIn(r.st.CurrentPathway) {
-			continue
-		}
-		if act == nil {
-			act = r.conditionVars(text)
-		}
-		fire, err := expr.EvalBool(string(gt.Trigger.Condition), act)
-		if err != nil {
-			r.addFailure(flowv1.Failure{Source: flowv1.FailureSystem, Component: string(gt.Name), Kind: flowv1.FailureValidation, Message: err.Error()})
-			continue
-		}
-		if fire {
-			return &firing{gt: gt, confidence: "1", reason: "condition " + string(gt.Trigger.Condition)}
-		}
-	}
 	return nil
 }
 

@@ -3,6 +3,9 @@ package engine
 import (
 	"reflect"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
@@ -305,20 +308,98 @@ func TestHealthcareAmbiguousMessageUsesLLM(t *testing.T) {
 	s.expect(flowv1.PhaseWaitingForInput, "faq")
 }
 
+// Priority is one order over every trigger kind: the priority-100 escalate condition
+// beats the priority-10 FAQ pattern on the same message, and the reverse when the
+// priorities are swapped.
 func TestHealthcareEscalationCondition(t *testing.T) {
 	s := newSession(t, healthcare())
 	s.spec.InitialContext = raw(`{"escalation_count": 3}`)
 	s.say("m1", "what is going on?")
 	s.settle()
-	// Intent patterns come before conditions: the FAQ detour wins over escalate.
+	s.expect(flowv1.PhaseWaitingForInput, "escalation")
+	if d := s.st.LastDecision; d.Transition != "escalate" || d.Reasoning == "" {
+		t.Errorf("lastDecision %s", dump(d))
+	}
+
+	swapped := func(j *flowv1.JourneySpec) {
+		for i := range j.Transitions {
+			switch j.Transitions[i].Name {
+			case "faq-detour":
+				j.Transitions[i].Priority = 100
+			case "escalate":
+				j.Transitions[i].Priority = 10
+			}
+		}
+	}
+	s = newSession(t, healthcare(swapped))
+	s.spec.InitialContext = raw(`{"escalation_count": 3}`)
+	s.say("m1", "what is going on?")
+	s.settle()
 	s.expect(flowv1.PhaseWaitingForInput, "faq")
 	s.say("m2", "hello")
 	s.settle()
 	// No pattern matches "hello": the escalate condition fires.
 	s.expect(flowv1.PhaseWaitingForInput, "escalation")
-	if d := s.st.LastDecision; d.Transition != "escalate" || d.Reasoning == "" {
+}
+
+// The classifier is asked once per message, only about the llmFallback intents tried
+// before the first transition that fires on its own; when a higher-priority rule
+// fires it is not asked at all.
+func TestClassifierAskedOnlyForIntentsThatCouldWin(t *testing.T) {
+	withLLM := func(j *flowv1.JourneySpec) {
+		j.Agents = append(j.Agents, flowv1.AgentSpec{Name: "triage", Provider: flowv1.ProviderOpenAI, Model: "gpt-4o-mini"})
+		j.IntentDetection = &flowv1.IntentDetection{Agent: "triage", CacheTTL: &metav1.Duration{Duration: 90 * time.Second}}
+		j.Transitions = append(j.Transitions,
+			flowv1.GlobalTransition{Name: "billing", From: "*", To: "faq", Priority: 50,
+				Trigger: flowv1.Trigger{Intent: &flowv1.IntentTrigger{Patterns: []string{"invoice"}, LLMFallback: true}}},
+			flowv1.GlobalTransition{Name: "stuck", From: "*", To: "escalation", Priority: 20,
+				Trigger: flowv1.Trigger{Condition: `message.contains("stuck")`}})
+	}
+	// "stuck" fires at priority 20: only billing (50) could still win, not faq-detour (10).
+	s := inBooking(t, withLLM)
+	s.say("m2", "I am stuck")
+	eff := s.step()
+	if eff == nil || eff.Kind != flowv1.EffectClassifyIntent {
+		t.Fatalf("want a ClassifyIntent effect, got %+v", eff)
+	}
+	if len(eff.Intent.Intents) != 1 || eff.Intent.Intents[0].Name != "billing" {
+		t.Errorf("asked about %+v, want billing only", eff.Intent.Intents)
+	}
+	if eff.Intent.CacheTTL != 90*time.Second {
+		t.Errorf("cacheTTL %v, want 90s", eff.Intent.CacheTTL)
+	}
+	asked := 0
+	s.answer = func(*Effect) (any, error) {
+		asked++
+		return agent.IntentResponse{Intent: agent.NoIntent, Confidence: 1}, nil
+	}
+	s.perform(eff)
+	s.settle()
+	s.expect(flowv1.PhaseWaitingForInput, "escalation")
+	if asked != 1 {
+		t.Errorf("classifier asked %d times, want 1", asked)
+	}
+	if d := s.st.LastDecision; d.Transition != "stuck" {
 		t.Errorf("lastDecision %s", dump(d))
 	}
+
+	// The classifier's pick beats the lower rule.
+	s = inBooking(t, withLLM)
+	s.say("m2", "I am stuck with a bill")
+	s.answer = func(*Effect) (any, error) { return agent.IntentResponse{Intent: "billing", Confidence: 0.9}, nil }
+	s.settle()
+	if d := s.st.LastDecision; d.Transition != "billing" {
+		t.Errorf("lastDecision %s, want billing", dump(d))
+	}
+
+	// A priority-100 condition that fires leaves nothing for the classifier.
+	s = newSession(t, healthcare(withLLM))
+	s.spec.InitialContext = raw(`{"escalation_count": 5}`)
+	s.say("m1", "I'm wondering about the process")
+	if eff := s.step(); eff != nil {
+		t.Fatalf("the classifier was asked although escalate fired first: %+v", eff)
+	}
+	s.expect(flowv1.PhaseWaitingForInput, "escalation")
 }
 
 // Conditions see the previous turn's outputs.

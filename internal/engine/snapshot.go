@@ -24,6 +24,8 @@ const (
 	DefaultMaxHistory           = 50
 	DefaultLoopWindow           = 8
 	DefaultMaxCycleRepeats      = 2
+	// DefaultMaxTranscriptBytes bounds status.transcript without limits.maxTranscriptBytes.
+	DefaultMaxTranscriptBytes = 16384
 	// DefaultIntentConfidence is the classifier threshold without intentDetection.confidenceThreshold.
 	DefaultIntentConfidence = 0.7
 	// DefaultAutoAdvance and DefaultRequireApproval are the decision thresholds.
@@ -42,8 +44,6 @@ type Snapshot struct {
 	pathways    map[string]*flowv1.PathwaySpec
 	agents      map[string]flowv1.AgentSpec
 	transitions []*flowv1.GlobalTransition // priority desc, then declaration order
-	intents     []*flowv1.GlobalTransition // the intent ones, same order
-	conditions  []*flowv1.GlobalTransition // the condition ones, same order
 	lim         limits
 	// serverTools are the server tools as the revision pins them, by tool name.
 	serverTools map[string]ToolInfo
@@ -57,6 +57,8 @@ type limits struct {
 	maxCost                                                             int64 // nano-dollars; 0 = none
 	window, repeats                                                     int
 	intentThreshold                                                     float64
+	intentCacheTTL                                                      time.Duration // 0: the process default
+	transcriptBytes                                                     int
 }
 
 // InvalidError is returned by NewSnapshot for a journey with issues.
@@ -91,13 +93,6 @@ func NewSnapshot(revision string, journey *flowv1.JourneySpec, pathways map[stri
 		s.transitions = append(s.transitions, &s.journey.Transitions[i])
 	}
 	slices.SortStableFunc(s.transitions, func(a, b *flowv1.GlobalTransition) int { return cmp.Compare(b.Priority, a.Priority) })
-	for _, t := range s.transitions {
-		if t.Trigger.Intent != nil {
-			s.intents = append(s.intents, t)
-		} else {
-			s.conditions = append(s.conditions, t)
-		}
-	}
 	s.lim = resolveLimits(s.journey)
 	return s, nil
 }
@@ -122,6 +117,10 @@ func resolveLimits(j *flowv1.JourneySpec) limits {
 		window:       or(j.LoopPrevention.Window, DefaultLoopWindow),
 		repeats:      or(j.LoopPrevention.MaxCycleRepeats, DefaultMaxCycleRepeats),
 	}
+	out.transcriptBytes = DefaultMaxTranscriptBytes
+	if l.MaxTranscriptBytes != nil {
+		out.transcriptBytes = int(*l.MaxTranscriptBytes)
+	}
 	if l.RetryLimitPerPathway != nil {
 		out.retry = int(*l.RetryLimitPerPathway)
 	}
@@ -133,6 +132,9 @@ func resolveLimits(j *flowv1.JourneySpec) limits {
 		out.maxCost, _ = parseNano(string(b.MaxCostUSD))
 	}
 	out.intentThreshold = DefaultIntentConfidence
+	if d := j.IntentDetection; d != nil && d.CacheTTL != nil {
+		out.intentCacheTTL = d.CacheTTL.Duration
+	}
 	if d := j.IntentDetection; d != nil && d.ConfidenceThreshold != "" {
 		out.intentThreshold = parseConfidence(d.ConfidenceThreshold, DefaultIntentConfidence)
 	}
@@ -204,6 +206,26 @@ func (s *Snapshot) classifier() (flowv1.AgentSpec, bool) {
 		return flowv1.AgentSpec{}, false
 	}
 	return a, true
+}
+
+// CallLimits bounds the attempts of eff when its agents fail transiently: how many
+// attempts it may take (the retry limit of the pathway it is about, or of the current
+// one, plus the first attempt) and how long after its first attempt it is given up
+// (the pathway's timeout; 0 for none).
+func (s *Snapshot) CallLimits(eff *Effect) (attempts int, timeout time.Duration) {
+	var p *flowv1.PathwaySpec
+	switch {
+	case eff.Pathway != nil:
+		p = eff.Pathway.Spec
+	case eff.Decision != nil:
+		p = s.pathways[eff.Decision.Pathway]
+	case eff.Intent != nil:
+		p = s.pathways[eff.Intent.Pathway]
+	}
+	if p != nil && p.Timeout != nil {
+		timeout = p.Timeout.Duration
+	}
+	return s.retryLimit(p) + 1, timeout
 }
 
 func (s *Snapshot) retryLimit(p *flowv1.PathwaySpec) int {

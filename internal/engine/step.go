@@ -233,7 +233,11 @@ func (r *run) current() *flowv1.PathwaySpec {
 // entryDue reports whether the current pathway runs on entry and has not run yet.
 func (r *run) entryDue() bool {
 	p := r.current()
-	return p != nil && p.RunOn == flowv1.RunOnEntry && !p.IsExternal() && r.st.PathwayTurns == 0
+	if p == nil || p.IsExternal() || r.st.PathwayTurns > 0 {
+		return false
+	}
+	// A pathway sent back with feedback runs again at once.
+	return p.RunOn == flowv1.RunOnEntry || r.feedback(r.st.CurrentPathway) != ""
 }
 
 func (r *run) external() bool {

@@ -156,6 +156,7 @@ func (r *run) remote(kind flowv1.EffectKind, agents []flowv1.AgentSpec, pipeline
 // endTurn finishes the turn in progress. On a turn the Session already dropped
 // (failed, blocked, completed) it changes nothing: their finish reason is set.
 func (r *run) endTurn() {
+	r.recordExchange()
 	r.st.Turn = nil
 	if lt := r.st.LastTurn; lt != nil && lt.FinishReason == "" {
 		lt.FinishReason = flowv1.FinishSuccess

@@ -220,6 +220,7 @@ func (c *checker) outcome(where, name string, t *flowv1.OutcomeTransition) {
 	for _, dest := range d.AllowedDestinations {
 		c.pathwayRef(where+": allowedDestinations", string(dest))
 	}
+	c.pathwayRef(where+": decision.onRejected", string(d.OnRejected))
 	for i, rule := range d.Rules {
 		c.cel(fmt.Sprintf("%s: rules[%d].when", where, i), rule.When)
 		if !contains(d.AllowedDestinations, string(rule.To)) {
@@ -230,6 +231,7 @@ func (c *checker) outcome(where, name string, t *flowv1.OutcomeTransition) {
 	if th := d.ConfidenceThresholds; th != nil {
 		c.confidence(where+": autoAdvance", th.AutoAdvance)
 		c.confidence(where+": requireApproval", th.RequireApproval)
+		c.confidence(where+": retryWithFeedback", th.RetryWithFeedback)
 		if parseConfidence(th.AutoAdvance, 1) < parseConfidence(th.RequireApproval, 0) {
 			c.add("%s: autoAdvance must be greater than or equal to requireApproval", where)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
@@ -112,11 +113,11 @@ func (l *Loop) Step(ctx context.Context, snap *engine.Snapshot, in Input) (Resul
 	status, eff := engine.Step(snap, in.Input)
 	res := Result{Status: status, Effect: eff, Outcome: Changed}
 	if eff != nil {
-		ans, err := l.Performer.Perform(ctx, eff)
+		ans, err := l.perform(ctx, snap, in, eff)
 		if err != nil {
 			return res, err
 		}
-		if failed, ok := l.agentFailed(in, ans); ok {
+		if failed, ok := l.agentFailed(snap, in, eff, &ans); ok {
 			failed.Effect = eff
 			return failed, nil
 		}
@@ -134,6 +135,9 @@ func (l *Loop) Step(ctx context.Context, snap *engine.Snapshot, in Input) (Resul
 		res.Status = l.pureSteps(snap, in, status)
 		status = res.Status
 	}
+	// A retry count is about the call the Session waits on: answered, or no longer
+	// asked, it is over.
+	status.AgentRetry = nil
 	Observe(status, in.Generation)
 	if equality.Semantic.DeepEqual(in.Status, status) {
 		res.Outcome = Unchanged
@@ -157,9 +161,50 @@ func (l *Loop) pureSteps(snap *engine.Snapshot, in Input, status *flowv1.Session
 	return status
 }
 
+// perform performs eff, within what is left of its timeout (the pathway's timeout,
+// counted from the call's first attempt). A call whose time is up is not made: its
+// answer is a timeout error.
+func (l *Loop) perform(ctx context.Context, snap *engine.Snapshot, in Input, eff *engine.Effect) (Answer, error) {
+	_, timeout := snap.CallLimits(eff)
+	if timeout <= 0 {
+		return l.Performer.Perform(ctx, eff)
+	}
+	left := retrySince(in.Status, eff, in.Now).Add(timeout).Sub(in.Now)
+	if left <= 0 {
+		return Answer{Err: callTimedOut(eff, timeout)}, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, left)
+	defer cancel()
+	ans, err := l.Performer.Perform(cctx, eff)
+	if err == nil && ans.Err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+		ans.Err = callTimedOut(eff, timeout)
+	}
+	return ans, err
+}
+
+// callTimedOut is the error of a call abandoned at its pathway's timeout.
+func callTimedOut(eff *engine.Effect, timeout time.Duration) error {
+	a := ""
+	if len(eff.Agents) > 0 {
+		a = string(eff.Agents[0].Name)
+	}
+	return &agent.Error{Class: agent.Invalid, Kind: flowv1.FailureTimeout, Source: flowv1.FailureTransport, Agent: a,
+		Err: fmt.Errorf("no answer within the pathway timeout %s, retries included: %w", timeout, context.DeadlineExceeded)}
+}
+
+// retrySince is when the call eff was first tried: the start of its retries, else now.
+func retrySince(st *flowv1.SessionStatus, eff *engine.Effect, now time.Time) time.Time {
+	if st != nil && st.AgentRetry != nil && st.AgentRetry.InputHash == eff.InputHash {
+		return st.AgentRetry.Since.Time
+	}
+	return now
+}
+
 // agentFailed returns the result of an answer that is a Transient or Terminal agent
-// error: the Session's own status with the failure said in its conditions.
-func (l *Loop) agentFailed(in Input, ans Answer) (Result, bool) {
+// error: the Session's own status with the failure said in its conditions. A
+// transient error that used up the call's attempts becomes the call's answer (ans.Err
+// is then journaled, so the engine applies it as a failed call): ok is false.
+func (l *Loop) agentFailed(snap *engine.Snapshot, in Input, eff *engine.Effect, ans *Answer) (Result, bool) {
 	if ans.Record != nil || ans.Err == nil {
 		return Result{}, false
 	}
@@ -170,6 +215,15 @@ func (l *Loop) agentFailed(in Input, ans Answer) (Result, bool) {
 	res := Result{Status: status, Err: ans.Err}
 	switch agent.ClassOf(ans.Err) {
 	case agent.Transient:
+		retry := flowv1.AgentRetry{InputHash: eff.InputHash, Attempts: 1, Since: metav1.NewTime(in.Now)}
+		if old := status.AgentRetry; old != nil && old.InputHash == eff.InputHash {
+			retry.Attempts, retry.Since = old.Attempts+1, old.Since
+		}
+		if attempts, _ := snap.CallLimits(eff); int(retry.Attempts) >= attempts {
+			ans.Err = gaveUp(ans.Err, retry.Attempts)
+			return Result{}, false
+		}
+		status.AgentRetry = &retry
 		res.Outcome, res.Reason, res.Message = AgentRetry, retryReason(ans.Err), ans.Err.Error()
 		agentUnavailable(status, res.Reason, res.Message, in.Now)
 	case agent.Terminal:
@@ -180,6 +234,20 @@ func (l *Loop) agentFailed(in Input, ans Answer) (Result, bool) {
 	}
 	Observe(status, in.Generation)
 	return res, true
+}
+
+// gaveUp is the answer of a call whose transient error err used up its attempts: the
+// same typed failure, journaled (Invalid) instead of tried again.
+func gaveUp(err error, attempts int32) error {
+	out := agent.Error{Kind: flowv1.FailureUnknown, Source: flowv1.FailureTransport}
+	var ae *agent.Error
+	if errors.As(err, &ae) {
+		out = *ae
+		err = ae.Err
+	}
+	out.Class = agent.Invalid
+	out.Err = fmt.Errorf("gave up after %d attempts: %w", attempts, err)
+	return &out
 }
 
 // stallMessage is the message of the Stalled condition of a terminal agent error.

@@ -22,11 +22,14 @@ import (
 
 // waitingForClassifier returns a journey whose agents are LLMs, and a Session of it that
 // has started and holds a message: its next step asks the classifier.
-func waitingForClassifier(t *testing.T) (*engine.Snapshot, session.Input) {
+func waitingForClassifier(t *testing.T, mods ...func(*journeytest.RevisionData)) (*engine.Snapshot, session.Input) {
 	t.Helper()
 	c, err := journeytest.Load(filepath.Join("..", "journeytest", "testdata", "llm-answers.yaml"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, m := range mods {
+		m(c.Data)
 	}
 	snap, _, err := revision.Build(c.Journey, c.Data)
 	if err != nil {
@@ -124,16 +127,82 @@ func TestStepAgentFailures(t *testing.T) {
 			if c == nil || c.Reason != tc.reason || !strings.HasPrefix(c.Message, tc.message) || !strings.HasPrefix(res.Message, tc.message) {
 				t.Errorf("%s = %+v, message %q: want reason %s and message %q", tc.condition, c, res.Message, tc.reason, tc.message)
 			}
-			// The same failure again changes nothing more.
+			// The same failure again changes nothing more than the count of attempts.
 			in.Status = res.Status
 			again, err := loop.Step(context.Background(), snap, in)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !equality.Semantic.DeepEqual(again.Status, res.Status) {
+			want := res.Status.DeepCopy()
+			if tc.outcome == session.AgentRetry {
+				if r := again.Status.AgentRetry; r == nil || r.Attempts != 2 || !r.Since.Time.Equal(in.Now) || r.InputHash != res.Effect.InputHash {
+					t.Errorf("agentRetry after two failures: %+v", r)
+				}
+				want.AgentRetry = again.Status.AgentRetry
+			}
+			if !equality.Semantic.DeepEqual(again.Status, want) {
 				t.Errorf("the same failure changed the status again")
 			}
 		})
+	}
+}
+
+// A call that keeps failing transiently is given up after the retry limit (the
+// journey's default 2, plus the first attempt): its error is journaled as its answer,
+// so the engine applies it (here: the classifier found no intent) and the turn goes on.
+func TestStepTransientGivesUp(t *testing.T) {
+	rateLimited := &agent.Error{Class: agent.Transient, Kind: flowv1.FailureRateLimit, Source: flowv1.FailureLLM, Agent: "triage", Err: errors.New("429")}
+	snap, in := waitingForClassifier(t)
+	calls := 0
+	loop := session.Loop{Performer: session.PerformerFunc(func(context.Context, *engine.Effect) (session.Answer, error) {
+		calls++
+		return session.Answer{Err: rateLimited}, nil
+	})}
+	for attempt := 1; attempt <= 2; attempt++ {
+		res, err := loop.Step(context.Background(), snap, in)
+		if err != nil || res.Outcome != session.AgentRetry {
+			t.Fatalf("attempt %d: %s, %v", attempt, res.Outcome, err)
+		}
+		in.Status = res.Status
+		in.Now = in.Now.Add(time.Second)
+	}
+	res, err := loop.Step(context.Background(), snap, in)
+	if err != nil || res.Outcome != session.Performed || calls != 3 {
+		t.Fatalf("third attempt: %s, %v after %d calls; want the failure journaled", res.Outcome, err, calls)
+	}
+	rec := res.Status.PendingEffect
+	if rec == nil || rec.Result.Failure == nil || rec.Result.Failure.Kind != flowv1.FailureRateLimit ||
+		!strings.Contains(rec.Result.Failure.Message, "gave up after 3 attempts") {
+		t.Fatalf("journaled %+v", rec)
+	}
+	if res.Status.AgentRetry != nil {
+		t.Errorf("agentRetry kept after the call was answered: %+v", res.Status.AgentRetry)
+	}
+}
+
+// A model that hangs is abandoned at the pathway's timeout, counted from the call's
+// first attempt, retries included: the timeout is journaled as the call's answer.
+func TestStepPathwayTimeout(t *testing.T) {
+	snap, in := waitingForClassifier(t, func(d *journeytest.RevisionData) {
+		d.Pathways["help"].Timeout = &metav1.Duration{Duration: 50 * time.Millisecond}
+	})
+	hang := session.PerformerFunc(func(ctx context.Context, _ *engine.Effect) (session.Answer, error) {
+		<-ctx.Done()
+		return session.Answer{Err: &agent.Error{Class: agent.Transient, Kind: flowv1.FailureTimeout, Source: flowv1.FailureTransport, Err: ctx.Err()}}, nil
+	})
+	res, err := (&session.Loop{Performer: hang}).Step(context.Background(), snap, in)
+	if err != nil || res.Outcome != session.Performed {
+		t.Fatalf("%s, %v: want the timeout journaled", res.Outcome, err)
+	}
+	if f := res.Status.PendingEffect.Result.Failure; f == nil || f.Kind != flowv1.FailureTimeout || !strings.Contains(f.Message, "pathway timeout 50ms") {
+		t.Fatalf("journaled %+v", res.Status.PendingEffect)
+	}
+
+	// A call retried past its timeout is not made again.
+	in.Status.AgentRetry = &flowv1.AgentRetry{InputHash: res.Effect.InputHash, Attempts: 1, Since: metav1.NewTime(in.Now.Add(-time.Second))}
+	res, err = (&session.Loop{Performer: refuse(t)}).Step(context.Background(), snap, in)
+	if err != nil || res.Outcome != session.Performed || res.Status.PendingEffect.Result.Failure == nil {
+		t.Fatalf("%s, %v: want the timeout journaled without a call", res.Outcome, err)
 	}
 }
 

@@ -175,6 +175,7 @@ func Run(req agent.PathwayRequest) (agent.PathwayResponse, error) {
 			"outputs": outputs,
 			"session": vars.Session,
 			"tools":   orEmpty(req.Tools),
+			"history": history(req.History),
 		})
 		if err != nil {
 			return agent.PathwayResponse{}, invalid(fmt.Errorf("reply: %w", err))
@@ -316,4 +317,14 @@ func Render(src string, data map[string]any) (string, error) {
 		out = strings.ReplaceAll(out, noValue, "")
 	}
 	return out, nil
+}
+
+// history is the conversation for reply templates: a list of {role, text}, oldest
+// first.
+func history(h []agent.Exchange) []any {
+	out := make([]any, 0, len(h))
+	for _, ex := range h {
+		out = append(out, map[string]any{"role": ex.Role, "text": ex.Text})
+	}
+	return out
 }

@@ -92,9 +92,11 @@ var defaultTransport = func() http.RoundTripper {
 
 // Agent is an agent.Agent backed by an OpenAI-compatible chat completions endpoint.
 type Agent struct {
-	name    string
-	model   string
-	baseURL string
+	name string
+	// instructions are the agent's own system prompt (its role in a pipeline).
+	instructions string
+	model        string
+	baseURL      string
 	// temperature is sent when set; zeroTemperature sends a real 0 (see transport).
 	temperature     float32
 	zeroTemperature bool
@@ -134,6 +136,7 @@ func New(spec flowv1.AgentSpec, apiKey string, opts ...Option) (*Agent, error) {
 	}
 	a := &Agent{
 		name:                  string(spec.Name),
+		instructions:          spec.Instructions,
 		model:                 spec.Model,
 		baseURL:               spec.BaseURL,
 		timeout:               DefaultTimeout,

@@ -147,8 +147,9 @@ func (a *Agent) ClassifyIntent(ctx context.Context, req agent.IntentRequest) (ag
 }
 
 // RunPathway runs one turn of the pathway's signature. The model sees the signature
-// in the system message, the history, the resolved inputs (not the whole context) and
-// the message; it answers a reply, every signature output, an outcome and whether the
+// in the system message, the conversation so far (the transcript, as alternating user
+// and assistant messages), the resolved inputs (not the whole context) with what
+// decisions with messaging handed over, and the message; it answers a reply, every signature output, an outcome and whether the
 // turn is complete. A malformed answer is an Invalid error, with the usage.
 func (a *Agent) RunPathway(ctx context.Context, req agent.PathwayRequest) (agent.PathwayResponse, error) {
 	var sig flowv1.Signature
@@ -167,9 +168,11 @@ func (a *Agent) RunPathway(ctx context.Context, req agent.PathwayRequest) (agent
 		msgs = append(msgs, goopenai.ChatCompletionMessage{Role: role, Content: ex.Text})
 	}
 	data := struct {
-		Inputs  map[string]any    `json:"inputs"`
-		Session agent.SessionInfo `json:"session"`
-	}{req.Inputs, req.Session}
+		Inputs     map[string]any    `json:"inputs"`
+		HandedOver map[string]any    `json:"handedOver,omitempty"`
+		Feedback   string            `json:"feedback,omitempty"`
+		Session    agent.SessionInfo `json:"session"`
+	}{req.Inputs, req.HandedOver, req.Feedback, req.Session}
 	if data.Inputs == nil {
 		data.Inputs = map[string]any{}
 	}
@@ -183,7 +186,7 @@ func (a *Agent) RunPathway(ctx context.Context, req agent.PathwayRequest) (agent
 	}
 
 	c := call{
-		system:     pathwaySystem(req.Pathway, sig),
+		system:     pathwaySystem(req.Pathway, a.instructions, sig),
 		messages:   msgs,
 		schemaName: "pathway_turn", schemaKey: fieldsKey(sig.Outputs),
 		build: func() object { return pathwaySchema(sig.Outputs) },
@@ -205,9 +208,12 @@ func (a *Agent) RunPathway(ctx context.Context, req agent.PathwayRequest) (agent
 	return out, nil
 }
 
-func pathwaySystem(pathway string, sig flowv1.Signature) string {
+func pathwaySystem(pathway, role string, sig flowv1.Signature) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "You run one turn of the %q pathway of a conversation.\n", pathway)
+	if role != "" {
+		fmt.Fprintf(&b, "\nYour role:\n%s\n", role)
+	}
 	if sig.Instructions != "" {
 		fmt.Fprintf(&b, "\nInstructions:\n%s\n", sig.Instructions)
 	}
