@@ -15,6 +15,7 @@ import (
 	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/revision"
 	"github.com/journeyops/journey-operator/internal/tools"
+	"github.com/journeyops/journey-operator/internal/tracing"
 )
 
 // toolServerRetry is how soon a Journey whose tool server could not be listed tries again.
@@ -24,11 +25,18 @@ const toolServerRetry = 30 * time.Second
 // of a Session goes through.
 func (r *SessionReconciler) callTool(ctx context.Context, namespace string, eff *engine.Effect) (any, error) {
 	start := time.Now()
+	ctx, span := tracing.StartTool(ctx, eff.Tool.Tool, eff.Tool.IdempotencyKey, "")
 	resp, err := r.Tools.CallTool(ctx, namespace, *eff.Tool)
 	result := "ok"
 	if err != nil {
 		result = string(agent.ClassOf(err))
 	}
+	if span.IsRecording() {
+		args, _ := json.Marshal(eff.Tool.Args)
+		out, _ := json.Marshal(resp.Result)
+		tracing.ToolContent(ctx, span, string(args), string(out))
+	}
+	tracing.EndTool(span, err, result)
 	agentDuration.WithLabelValues("tool", string(eff.Kind), result).Observe(time.Since(start).Seconds())
 	return resp, err
 }

@@ -24,6 +24,7 @@ import (
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
 	"github.com/journeyops/journey-operator/internal/agent/builtin"
+	"github.com/journeyops/journey-operator/internal/tracing"
 )
 
 const (
@@ -111,6 +112,8 @@ func (c *Caller) connect(ctx context.Context, namespace string, server *flowv1.T
 	if c.HTTPClient != nil && c.HTTPClient.Transport != nil {
 		base = c.HTTPClient.Transport
 	}
+	// The server gets the traceparent of the call's span, when the step is traced.
+	base = tracing.Transport(base)
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:             server.URL,
 		HTTPClient:           &http.Client{Timeout: timeout, Transport: &withHeaders{base: base, headers: headers}},
