@@ -172,9 +172,8 @@ func (r *run) builtinTools(p *flowv1.PathwaySpec, req agent.PathwayRequest) (res
 		if i >= len(r.st.Turn.ToolCalls) {
 			args, err := builtin.ToolArgs(tc.Args, req)
 			if err != nil {
-				r.turnFailed(flowv1.Failure{Source: flowv1.FailureTool, Component: string(tc.Tool), Kind: flowv1.FailureValidation,
-					Message: fmt.Sprintf("builtin.toolCalls[%d] args: %v", i, err)})
-				return nil, turnOver, false
+				return nil, r.toolRunFailed(flowv1.Failure{Source: flowv1.FailureTool, Component: string(tc.Tool), Kind: flowv1.FailureValidation,
+					Message: fmt.Sprintf("builtin.toolCalls[%d] args: %v", i, err)}), false
 			}
 			if res, planned := r.planToolCall(p, string(tc.Tool), args, req.Context); !planned {
 				return nil, res, false
@@ -193,8 +192,7 @@ func (r *run) builtinTools(p *flowv1.PathwaySpec, req agent.PathwayRequest) (res
 			return nil, r.waitTool(c, req.Context), false
 		}
 		if c.State != flowv1.ToolCallDone {
-			r.turnFailed(toolFailure(c))
-			return nil, turnOver, false
+			return nil, r.toolRunFailed(toolFailure(c)), false
 		}
 		v, _ := decodeValue(c.Result.Raw)
 		results[c.Tool] = v
@@ -368,4 +366,13 @@ func (r *run) syncToolCall(c *flowv1.ToolCallProgress) {
 		}
 	}
 	lt.ToolCalls = append(lt.ToolCalls, c.ToolCallRecord)
+}
+
+// toolRunFailed ends the pathway's run on a tool call that failed or was rejected: the
+// run counts as the pathway's turn (an entry pathway is not run again at once, which
+// would ask the same question unchanged), and the failure routes like any failed run:
+// onFailure, else the fallback reply under Graceful.
+func (r *run) toolRunFailed(f flowv1.Failure) stageResult {
+	r.st.PathwayTurns++
+	return r.executionFailed(f)
 }
