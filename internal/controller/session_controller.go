@@ -158,7 +158,9 @@ func (r *SessionReconciler) inShard(o client.Object) bool {
 	return r.Shard == nil || r.Shard.Matches(labels.Set(o.GetLabels()))
 }
 
-// waitingSessions maps a Journey to the Sessions that have not pinned a revision yet.
+// waitingSessions maps a Journey to the Sessions that have not pinned a revision yet,
+// and to those Stalled by a terminal agent error: their agents reach the model with the
+// Journey's current connection settings, so a fixed endpoint resumes them at once.
 func (r *SessionReconciler) waitingSessions(ctx context.Context, o client.Object) []reconcile.Request {
 	var list flowv1.SessionList
 	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexJourneyRef: o.GetName()}); err != nil {
@@ -166,8 +168,9 @@ func (r *SessionReconciler) waitingSessions(ctx context.Context, o client.Object
 	}
 	var reqs []reconcile.Request
 	for i := range list.Items {
-		if list.Items[i].Status.JourneyRevision == "" && r.inShard(&list.Items[i]) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		s := &list.Items[i]
+		if (s.Status.JourneyRevision == "" || stalledByAgent(s)) && r.inShard(s) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)})
 		}
 	}
 	return reqs

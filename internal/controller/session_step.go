@@ -25,8 +25,8 @@ import (
 
 // terminalRetry is how often a Session stalled by a terminal agent error tries again.
 // Retrying at once cannot help (a refused key, an unknown model), but a person can fix
-// it without touching the Session (the Secret, the endpoint), and Secrets are not
-// watched.
+// it without touching the Session: a change to its Journey (the endpoint) retries at
+// once, but Secrets are not watched.
 const terminalRetry = 5 * time.Minute
 
 // pureSteps is how many steps that call no agent a reconcile takes after its first
@@ -75,7 +75,7 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 	if err != nil {
 		return sessionStep{then: failed(err)}
 	}
-	loop := session.Loop{Performer: r.performer(s.Namespace), StallRetry: terminalRetry, PureSteps: pureSteps}
+	loop := session.Loop{Performer: r.performer(s.Namespace, s.Spec.JourneyRef.Name), StallRetry: terminalRetry, PureSteps: pureSteps}
 	ctx, tr := r.Tracing.Begin(ctx, s)
 	res, err := loop.Step(ctx, snap, session.Input{Generation: s.Generation, Input: engine.Input{
 		Spec: &s.Spec, Status: &s.Status, Now: now,
@@ -222,21 +222,22 @@ func (r *SessionReconciler) emit(s *flowv1.Session, old, status *flowv1.SessionS
 }
 
 // performer performs effects with the agents r.Agents builds for namespace.
-func (r *SessionReconciler) performer(namespace string) session.Performer {
+func (r *SessionReconciler) performer(namespace, journey string) session.Performer {
 	return session.PerformerFunc(func(ctx context.Context, eff *engine.Effect) (session.Answer, error) {
-		resp, err := r.perform(ctx, namespace, eff)
+		resp, err := r.perform(ctx, namespace, journey, eff)
 		return session.Answer{Response: resp, Err: err}, nil
 	})
 }
 
-// perform makes the agent call an effect asks for, and measures it.
-func (r *SessionReconciler) perform(ctx context.Context, namespace string, eff *engine.Effect) (any, error) {
+// perform makes the agent call an effect asks for, and measures it. The agents reach
+// their models with the connection settings of the Journey's current spec.
+func (r *SessionReconciler) perform(ctx context.Context, namespace, journey string, eff *engine.Effect) (any, error) {
 	if eff.Kind == flowv1.EffectCallTool {
 		return r.callTool(ctx, namespace, eff)
 	}
 	agents := make([]agent.Agent, 0, len(eff.Agents))
 	for _, spec := range eff.Agents {
-		a, err := r.Agents.Agent(ctx, r.APIReader, namespace, spec)
+		a, err := r.Agents.Agent(ctx, r.APIReader, namespace, r.connected(ctx, namespace, journey, spec))
 		if err != nil {
 			return nil, err
 		}

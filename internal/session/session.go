@@ -258,7 +258,7 @@ func (l *Loop) stallMessage(err error) string {
 	// Retrying at once cannot help (a refused key, an unknown model), but a person can
 	// fix it without touching the Session (the Secret, the endpoint): so the caller
 	// tries again slowly.
-	return fmt.Sprintf("%v (retried every %s, or at the next change to the Session)", err, l.StallRetry)
+	return fmt.Sprintf("%v (retried every %s, or at the next change to the Session or its Journey)", err, l.StallRetry)
 }
 
 // retryReason is the AgentAvailable reason of a transient agent error.
