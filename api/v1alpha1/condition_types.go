@@ -58,6 +58,7 @@ const (
 	ReasonTransitionLimit    = "TransitionLimit"
 	ReasonRetryLimit         = "RetryLimit"
 	ReasonSessionTimeout     = "SessionTimeout"
+	ReasonIdleTimeout        = "IdleTimeout"
 	ReasonBudgetExceeded     = "BudgetExceeded"
 	ReasonContextTooLarge    = "ContextTooLarge"
 	ReasonStackOverflow      = "StackOverflow"

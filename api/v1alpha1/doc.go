@@ -68,7 +68,7 @@
 //   - an approval applies only to the decision that waits (status.lastDecision.id), and
 //     its destination must be one of that decision's allowedDestinations;
 //   - caps and loop prevention (maxTurns, maxIterations, maxTransitions,
-//     retryLimitPerPathway, sessionTimeout, budget, maxPathwayDepth) block the Session
+//     retryLimitPerPathway, sessionTimeout, idleTimeout, budget, maxPathwayDepth) block the Session
 //     with the matching Stalled reason.
 //
 // The admission webhook, when installed, stamps an approval's by and refuses approvals

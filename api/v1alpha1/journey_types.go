@@ -398,6 +398,15 @@ type Limits struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="sessionTimeout must be a positive duration such as 30m or 24h"
 	SessionTimeout *metav1.Duration `json:"sessionTimeout,omitempty"`
+	// idleTimeout bounds how long a Session waits for input: a Session waiting for a
+	// message or an External outcome longer than this since its status last changed
+	// (status.lastActivityTime) is stalled with reason IdleTimeout, like sessionTimeout.
+	// Unset, a Session waits until sessionTimeout.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="idleTimeout must be a positive duration such as 30m or 24h"
+	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
 	// maxContextBytes caps the JSON size of the context. Exceeding it is an error,
 	// never a silent truncation. Defaults to 49152 (48 KiB). A Session's stored size
 	// grows with it (see docs/PERFORMANCE.md, "Session size"): at the maximum a Session

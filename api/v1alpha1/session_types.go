@@ -313,6 +313,11 @@ type SessionStatus struct {
 	// completionTime is when the Session reached a terminal phase.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// lastActivityTime is when a step last changed the Session's status (a message or
+	// External outcome taken in, an agent answer applied, a transition). limits.idleTimeout
+	// counts from it.
+	// +optional
+	LastActivityTime *metav1.Time `json:"lastActivityTime,omitempty"`
 	// traceContext is the OpenTelemetry trace of the Session, set at its first step when
 	// the manager runs with tracing: every later step, on any replica and after any
 	// restart, is a span of this trace under the Session's root span.

@@ -741,6 +741,11 @@ func (in *Limits) DeepCopyInto(out *Limits) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.IdleTimeout != nil {
+		in, out := &in.IdleTimeout, &out.IdleTimeout
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.MaxJournal != nil {
 		in, out := &in.MaxJournal, &out.MaxJournal
 		*out = new(int32)
@@ -1271,6 +1276,10 @@ func (in *SessionStatus) DeepCopyInto(out *SessionStatus) {
 	}
 	if in.CompletionTime != nil {
 		in, out := &in.CompletionTime, &out.CompletionTime
+		*out = (*in).DeepCopy()
+	}
+	if in.LastActivityTime != nil {
+		in, out := &in.LastActivityTime, &out.LastActivityTime
 		*out = (*in).DeepCopy()
 	}
 	if in.TraceContext != nil {

@@ -46,8 +46,9 @@ type sessionStep struct {
 	then outcome
 	// trace records the step's span once its status is written (nil: not traced).
 	trace *tracing.Step
-	// deadline is when the Session times out (limits.sessionTimeout); zero when the
-	// step did not run.
+	// deadline is the earliest time the Session times out without input
+	// (limits.sessionTimeout, or limits.idleTimeout while it waits for input); zero
+	// when the step did not run.
 	deadline time.Time
 }
 
@@ -85,7 +86,7 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 		return sessionStep{then: failed(err)}
 	}
 	tr.Result(res.Status, res.Outcome != session.Unchanged, string(res.Outcome), effectKind(res.Effect), res.Err)
-	st := sessionStep{status: res.Status, step: res.Outcome, trace: tr, deadline: snap.Deadline(s.CreationTimestamp.Time)}
+	st := sessionStep{status: res.Status, step: res.Outcome, trace: tr, deadline: snap.NextDeadline(&s.Spec, res.Status, s.CreationTimestamp.Time)}
 	switch res.Outcome {
 	case session.AgentRetry:
 		// Nothing is journaled: the next attempt repeats the same step.
@@ -142,8 +143,9 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 }
 
 // atDeadline is how a reconcile that leaves a Session waiting ends: requeued at its
-// timeout, so the timeout fires with no edit and no restart (a restart recomputes it
-// from the revision and the creation time). A finished or blocked Session, or a
+// earliest deadline (session or idle timeout), so the timeout fires with no edit and
+// no restart (a restart recomputes it from the revision, the creation time and the
+// status). A finished or blocked Session, or a
 // reconcile that ends otherwise, keeps its outcome.
 func atDeadline(st sessionStep, now time.Time) outcome {
 	if st.then != (outcome{}) || st.deadline.IsZero() || st.status == nil || st.status.Phase.IsTerminal() {

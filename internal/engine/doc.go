@@ -134,7 +134,8 @@
 // or retryLimitPerPathway (default 2). Leaving a pathway, Retry and JumpBack reset
 // pathwayTurns, so an Entry pathway runs again. Caps block the Session instead of
 // acting: maxTurns (before a turn starts), maxIterations (before a JumpBack),
-// maxTransitions, the retry limit, sessionTimeout and the budget (tokens or cost,
+// maxTransitions, the retry limit, sessionTimeout, idleTimeout (while waiting for
+// input, counted from status.lastActivityTime) and the budget (tokens or cost,
 // before a turn starts and before any remote call). Loop prevention blocks a move that
 // would complete more than maxCycleRepeats traversals of one cycle of pathways within
 // the last window Advance moves of the current iteration (retries and self-transitions

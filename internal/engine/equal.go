@@ -60,6 +60,7 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 		a.ObservedGeneration == b.ObservedGeneration &&
 		timeEqual(a.StartTime, b.StartTime) &&
 		timeEqual(a.CompletionTime, b.CompletionTime) &&
+		timeEqual(a.LastActivityTime, b.LastActivityTime) &&
 		(a.TraceContext == nil) == (b.TraceContext == nil) && (a.TraceContext == nil || *a.TraceContext == *b.TraceContext)
 }
 

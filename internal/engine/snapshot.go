@@ -53,6 +53,7 @@ type Snapshot struct {
 type limits struct {
 	depth, turns, iterations, transitions, retry, contextBytes, history int
 	timeout                                                             time.Duration
+	idle                                                                time.Duration // 0: none
 	maxTokens                                                           int64
 	maxCost                                                             int64 // nano-dollars; 0 = none
 	window, repeats                                                     int
@@ -126,6 +127,9 @@ func resolveLimits(j *flowv1.JourneySpec) limits {
 	}
 	if l.SessionTimeout != nil && l.SessionTimeout.Duration > 0 {
 		out.timeout = l.SessionTimeout.Duration
+	}
+	if l.IdleTimeout != nil && l.IdleTimeout.Duration > 0 {
+		out.idle = l.IdleTimeout.Duration
 	}
 	if b := l.Budget; b != nil {
 		out.maxTokens = b.MaxTokens

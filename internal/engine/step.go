@@ -60,6 +60,7 @@ func Step(snap *Snapshot, in Input) (*flowv1.SessionStatus, *Effect) {
 	}
 	if changed {
 		r.st.Step = old.Step + 1
+		r.st.LastActivityTime = &r.now
 	}
 	if eff != nil && eff.Decision != nil {
 		eff.Decision.ID = decisionID(r.st.Step)
@@ -112,6 +113,11 @@ func (r *run) do() *Effect {
 	if r.timedOut() {
 		r.block(flowv1.ReasonSessionTimeout, flowv1.FinishDeadline, nil,
 			fmt.Sprintf("the session ran longer than its timeout of %s", r.snap.lim.timeout))
+		return nil
+	}
+	if at, ok := idleDeadline(r.snap.lim, r.spec, r.st); ok && r.in.Now.After(at) {
+		r.block(flowv1.ReasonIdleTimeout, flowv1.FinishDeadline, nil,
+			fmt.Sprintf("the session waited for input longer than its idle timeout of %s", r.snap.lim.idle))
 		return nil
 	}
 	if st.Turn != nil {
@@ -182,6 +188,7 @@ var blockReasons = map[string]bool{
 	flowv1.ReasonTransitionLimit: true,
 	flowv1.ReasonRetryLimit:      true,
 	flowv1.ReasonSessionTimeout:  true,
+	flowv1.ReasonIdleTimeout:     true,
 	flowv1.ReasonBudgetExceeded:  true,
 }
 

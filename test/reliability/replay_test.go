@@ -84,7 +84,7 @@ func comparable(st *flowv1.SessionStatus) map[string]any {
 	for i := range c.History {
 		c.History[i].Time = metav1.Time{}
 	}
-	c.Conditions, c.StartTime, c.CompletionTime, c.ObservedGeneration = nil, nil, nil, 0
+	c.Conditions, c.StartTime, c.CompletionTime, c.LastActivityTime, c.ObservedGeneration = nil, nil, nil, nil, 0
 	raw, _ := json.Marshal(c)
 	var out map[string]any
 	_ = json.Unmarshal(raw, &out)

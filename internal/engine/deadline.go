@@ -1,0 +1,43 @@
+package engine
+
+import (
+	"time"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+)
+
+// idleDeadline is when a Session waiting for input times out under limits.idleTimeout:
+// its last activity plus the idle timeout. ok is false when there is no idle timeout or
+// the Session is not idle: not waiting for input, in a turn, or with a message or
+// External outcome still to take in (taking it in is activity).
+func idleDeadline(l limits, spec *flowv1.SessionSpec, st *flowv1.SessionStatus) (time.Time, bool) {
+	if l.idle <= 0 || st.Phase != flowv1.PhaseWaitingForInput || st.Turn != nil || st.LastActivityTime == nil {
+		return time.Time{}, false
+	}
+	if spec != nil && (st.ProcessedMessages < spec.MessageCount() || int(st.ProcessedOutcomes) < len(spec.Outcomes)) {
+		return time.Time{}, false
+	}
+	return st.LastActivityTime.Add(l.idle), true
+}
+
+// NextDeadline is the earliest time at which a step of a Session with this spec and
+// status, created at created (else started at status.startTime), would stop it
+// without any input: its session timeout or, while it waits for input, its idle
+// timeout. It is zero when the Session has not started.
+func (s *Snapshot) NextDeadline(spec *flowv1.SessionSpec, st *flowv1.SessionStatus, created time.Time) time.Time {
+	if st == nil {
+		return time.Time{}
+	}
+	start := created
+	if start.IsZero() && st.StartTime != nil {
+		start = st.StartTime.Time
+	}
+	var at time.Time
+	if !start.IsZero() {
+		at = s.Deadline(start)
+	}
+	if idle, ok := idleDeadline(s.lim, spec, st); ok && (at.IsZero() || idle.Before(at)) {
+		at = idle
+	}
+	return at
+}
