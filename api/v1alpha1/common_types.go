@@ -13,14 +13,15 @@ type Name string
 // +kubebuilder:validation:XValidation:rule="self.matches('^(0([.][0-9]{1,6})?|1([.]0{1,6})?)$')",message="must be a decimal between 0 and 1 written as a string, for example \"0.85\""
 type Confidence string
 
-// Decimal is a non-negative decimal number written as a string, for example "0.15".
+// Decimal is a non-negative decimal number written as a string, for example
+// "0.15".
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=20
 // +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]{1,9}([.][0-9]{1,9})?$')",message="must be a non-negative decimal written as a string, for example \"0.15\""
 type Decimal string
 
-// Expression is a CEL expression. It is compiled by the controllers; one that does
-// not compile makes the owning Journey or Pathway Ready=False.
+// Expression is a CEL expression. It is compiled by the controllers; one
+// that does not compile makes the owning Journey or Pathway Ready=False.
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=2048
 type Expression string
@@ -32,24 +33,29 @@ type Phase string
 const (
 	// PhasePending: the Session has not taken its first step yet.
 	PhasePending Phase = "Pending"
-	// PhaseRunning: the Session has work to do (a message, an outcome, an agent call).
+	// PhaseRunning: the Session has work to do (a message, an outcome, an agent
+	// call).
 	PhaseRunning Phase = "Running"
-	// PhaseWaitingForInput: nothing to do until a new message or External outcome arrives.
+	// PhaseWaitingForInput: nothing to do until a new message or External
+	// outcome arrives.
 	PhaseWaitingForInput Phase = "WaitingForInput"
 	// PhaseAwaitingApproval: a decision waits for an entry in spec.approvals.
 	PhaseAwaitingApproval Phase = "AwaitingApproval"
-	// PhaseEscalated: a decision was below its approval threshold and the journey has no
-	// escalation pathway; an approval naming the decision can still move it on.
+	// PhaseEscalated: a decision was below its approval threshold and the
+	// journey has no escalation pathway; an approval naming the decision can
+	// still move it on.
 	PhaseEscalated Phase = "Escalated"
 	// PhaseCompleted: the journey finished. Terminal.
 	PhaseCompleted Phase = "Completed"
-	// PhaseFailed: the journey failed (FailFast error, a terminal agent error). Terminal.
+	// PhaseFailed: the journey failed (FailFast error, a terminal agent error).
+	// Terminal.
 	PhaseFailed Phase = "Failed"
 	// PhaseCancelled: spec.cancel was set. Terminal.
 	PhaseCancelled Phase = "Cancelled"
 )
 
-// IsTerminal reports whether no further step can change a Session in this phase.
+// IsTerminal reports whether no further step can change a Session in this
+// phase.
 func (p Phase) IsTerminal() bool {
 	return p == PhaseCompleted || p == PhaseFailed || p == PhaseCancelled
 }
@@ -72,11 +78,14 @@ type Action string
 const (
 	// ActionAdvance moves to the destination.
 	ActionAdvance Action = "Advance"
-	// ActionJumpBack moves to an earlier pathway and starts a new cycle (iteration + 1).
+	// ActionJumpBack moves to an earlier pathway and starts a new cycle
+	// (iteration + 1).
 	ActionJumpBack Action = "JumpBack"
-	// ActionRetry runs the current pathway again, counted against retryLimitPerPathway.
+	// ActionRetry runs the current pathway again, counted against
+	// retryLimitPerPathway.
 	ActionRetry Action = "Retry"
-	// ActionBlock stops the Session: loop prevention or a cap. The Session is Stalled.
+	// ActionBlock stops the Session: loop prevention or a cap. The Session is
+	// Stalled.
 	ActionBlock Action = "Block"
 	// ActionClose completes the journey.
 	ActionClose Action = "Close"

@@ -1,34 +1,40 @@
 package v1alpha1
 
-// Condition types and reasons, as kstatus (sigs.k8s.io/cli-utils) and `kubectl wait`
-// read them: Ready is always present; Reconciling and Stalled only while true; every
-// condition carries the metadata.generation it observed. Events reuse these reasons.
-// docs/operations.md has the table phase -> conditions -> kstatus status.
+// Condition types and reasons, as kstatus (sigs.k8s.io/cli-utils) and
+// `kubectl wait` read them: Ready is always present; Reconciling and Stalled
+// only while true; every condition carries the metadata.generation it
+// observed. Events reuse these reasons. docs/operations.md has the table
+// phase -> conditions -> kstatus status.
 
-// Ready: the object is usable (a Journey or Pathway is valid; a Session is healthy:
-// running, waiting for a message, waiting on a person, or completed).
+// Ready: the object is usable (a Journey or Pathway is valid; a Session is
+// healthy: running, waiting for a message, waiting on a person, or
+// completed).
 const (
 	ConditionReady = "Ready"
 
 	// ReasonValid: the Journey or Pathway passed validation.
 	ReasonValid = "Valid"
-	// ReasonInvalid: the spec failed a check the API server cannot make (see status.issues).
+	// ReasonInvalid: the spec failed a check the API server cannot make (see
+	// status.issues).
 	ReasonInvalid = "Invalid"
 	// ReasonPathwayNotFound: a referenced Pathway object does not exist.
 	ReasonPathwayNotFound = "PathwayNotFound"
 	// ReasonJourneyNotFound: the Session's Journey does not exist.
 	ReasonJourneyNotFound = "JourneyNotFound"
-	// ReasonJourneyNotReady: the Session's Journey is not Ready, so it cannot start.
+	// ReasonJourneyNotReady: the Session's Journey is not Ready, so it cannot
+	// start.
 	ReasonJourneyNotReady = "JourneyNotReady"
 	// ReasonRevisionNotFound: the revision the Session is pinned to is gone.
 	ReasonRevisionNotFound = "RevisionNotFound"
 	// ReasonProgressing: the Session has work to do.
 	ReasonProgressing = "Progressing"
-	// ReasonWaitingForInput: the Session waits for a message or an External outcome.
+	// ReasonWaitingForInput: the Session waits for a message or an External
+	// outcome.
 	ReasonWaitingForInput = "WaitingForInput"
 	// ReasonAwaitingApproval: the Session waits for an approval.
 	ReasonAwaitingApproval = "AwaitingApproval"
-	// ReasonEscalated: a decision's confidence was too low; a person must decide.
+	// ReasonEscalated: a decision's confidence was too low; a person must
+	// decide.
 	ReasonEscalated = "Escalated"
 	// ReasonSuspended: spec.suspend is true.
 	ReasonSuspended = "Suspended"
@@ -40,15 +46,16 @@ const (
 	ReasonCancelled = "Cancelled"
 )
 
-// Reconciling: the controller is working towards the desired state (only while true).
+// Reconciling: the controller is working towards the desired state (only
+// while true).
 const (
 	ConditionReconciling = "Reconciling"
 )
 
-// Stalled: the object cannot make progress without a change from a person (only while
-// true): an invalid Journey or Pathway (reason Invalid), a Session blocked by a cap
-// (the reasons below), and every Session that ended without completing (Failed,
-// Cancelled or the reason it failed with).
+// Stalled: the object cannot make progress without a change from a person
+// (only while true): an invalid Journey or Pathway (reason Invalid), a
+// Session blocked by a cap (the reasons below), and every Session that ended
+// without completing (Failed, Cancelled or the reason it failed with).
 const (
 	ConditionStalled = "Stalled"
 
@@ -66,9 +73,10 @@ const (
 	ReasonInvalidSpec        = "InvalidSpec"
 )
 
-// Completed: the Session finished (present once it did): True when it completed,
-// False when it failed or was cancelled, with the same reason as Ready. So
-// `kubectl wait --for=condition=Completed` returns when a Session completed.
+// Completed: the Session finished (present once it did): True when it
+// completed, False when it failed or was cancelled, with the same reason as
+// Ready. So `kubectl wait --for=condition=Completed` returns when a Session
+// completed.
 const (
 	ConditionCompleted = "Completed"
 )
@@ -83,7 +91,8 @@ const (
 	ConditionAwaitingApproval = "AwaitingApproval"
 )
 
-// AgentAvailable: the last agent call succeeded (True) or failed transiently (False).
+// AgentAvailable: the last agent call succeeded (True) or failed transiently
+// (False).
 const (
 	ConditionAgentAvailable = "AgentAvailable"
 

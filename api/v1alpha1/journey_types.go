@@ -5,8 +5,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// JourneySpec declares the pathways of a journey, the agents they may use, and the
-// global transitions between them.
+// JourneySpec declares the pathways of a journey, the agents they may use,
+// and the global transitions between them.
 // +kubebuilder:validation:XValidation:rule="self.pathways.exists(p, p.name == self.entryPathway)",fieldPath=".entryPathway",message="entryPathway must name one of spec.pathways",messageExpression="'entryPathway \"' + self.entryPathway + '\" is not one of spec.pathways'"
 // +kubebuilder:validation:XValidation:rule="!has(self.transitions) || self.transitions.all(t, t.to == '*' || self.pathways.exists(p, p.name == t.to))",fieldPath=".transitions",message="every transition's to must name one of spec.pathways"
 // +kubebuilder:validation:XValidation:rule="!has(self.transitions) || self.transitions.all(t, t.from == '*' || self.pathways.exists(p, p.name == t.from))",fieldPath=".transitions",message="every transition's from must be \"*\" or name one of spec.pathways"
@@ -26,16 +26,17 @@ type JourneySpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	Pathways []PathwayEntry `json:"pathways"`
 
-	// agents are the named agents ("capabilities") that pathways, decisions and intent
-	// detection refer to. A name no agent declares falls back to the builtin provider.
+	// agents are the named agents ("capabilities") that pathways, decisions and
+	// intent detection refer to. A name no agent declares falls back to the
+	// builtin provider.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
 	Agents []AgentSpec `json:"agents,omitempty"`
 
-	// transitions are global rules evaluated on every message, highest priority first,
-	// ties broken by declaration order.
+	// transitions are global rules evaluated on every message, highest priority
+	// first, ties broken by declaration order.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -47,8 +48,8 @@ type JourneySpec struct {
 	// +optional
 	IntentDetection *IntentDetection `json:"intentDetection,omitempty"`
 
-	// escalationPathway is where a Session goes when a decision's confidence is below
-	// requireApproval. Without it the Session's phase becomes Escalated.
+	// escalationPathway is where a Session goes when a decision's confidence is
+	// below requireApproval. Without it the Session's phase becomes Escalated.
 	// +optional
 	EscalationPathway Name `json:"escalationPathway,omitempty"`
 
@@ -56,25 +57,27 @@ type JourneySpec struct {
 	// +optional
 	Limits Limits `json:"limits,omitzero"`
 
-	// loopPrevention blocks a Session that keeps repeating the same cycle of pathways.
+	// loopPrevention blocks a Session that keeps repeating the same cycle of
+	// pathways.
 	// +optional
 	LoopPrevention LoopPrevention `json:"loopPrevention,omitzero"`
 
-	// errorRecovery says what a recoverable failure (a refused detour, a pathway error)
-	// does: Graceful records it and stays; FailFast fails the Session.
+	// errorRecovery says what a recoverable failure (a refused detour, a pathway
+	// error) does: Graceful records it and stays; FailFast fails the Session.
 	// +optional
 	// +kubebuilder:default=Graceful
 	ErrorRecovery ErrorRecovery `json:"errorRecovery,omitempty"`
 
-	// toolServers are the MCP servers (streamable HTTP) the journey's tools come from.
+	// toolServers are the MCP servers (streamable HTTP) the journey's tools come
+	// from.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=16
 	ToolServers []ToolServer `json:"toolServers,omitempty"`
 
-	// tools are the tools the journey's agents may call; a pathway lists the ones its
-	// agents use.
+	// tools are the tools the journey's agents may call; a pathway lists the
+	// ones its agents use.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -109,8 +112,8 @@ type PathwayEntry struct {
 type Provider string
 
 const (
-	// ProviderBuiltin answers offline and deterministically from the Pathway's builtin
-	// section, decision rules and intent patterns. No API key needed.
+	// ProviderBuiltin answers offline and deterministically from the Pathway's
+	// builtin section, decision rules and intent patterns. No API key needed.
 	ProviderBuiltin Provider = "builtin"
 	// ProviderOpenAI calls any OpenAI-compatible chat completions endpoint.
 	ProviderOpenAI Provider = "openai"
@@ -121,15 +124,16 @@ const (
 type ResponseFormat string
 
 const (
-	// ResponseFormatAuto starts with a strict JSON schema and steps down to a JSON
-	// object, then to the schema in the instructions only, when the endpoint says it
-	// does not support the richer format. What was learned is kept per endpoint and
-	// model for the life of the process.
+	// ResponseFormatAuto starts with a strict JSON schema and steps down to a
+	// JSON object, then to the schema in the instructions only, when the
+	// endpoint says it does not support the richer format. What was learned is
+	// kept per endpoint and model for the life of the process.
 	ResponseFormatAuto ResponseFormat = "Auto"
-	// ResponseFormatJSONSchema always sends a strict json_schema response format.
+	// ResponseFormatJSONSchema always sends a strict json_schema response
+	// format.
 	ResponseFormatJSONSchema ResponseFormat = "JSONSchema"
-	// ResponseFormatJSONObject sends a json_object response format and the schema in
-	// the instructions.
+	// ResponseFormatJSONObject sends a json_object response format and the
+	// schema in the instructions.
 	ResponseFormatJSONObject ResponseFormat = "JSONObject"
 	// ResponseFormatPrompt sends no response format: the schema is in the
 	// instructions only.
@@ -141,13 +145,14 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.provider != 'openai' || has(self.model)",fieldPath=".model",message="model is required with provider openai"
 // +kubebuilder:validation:XValidation:rule="self.provider == 'builtin' || !has(self.builtin)",fieldPath=".builtin",message="builtin is only valid with provider builtin"
 type AgentSpec struct {
-	// name is the agent's name, referenced by pathways, decisions and intentDetection.
+	// name is the agent's name, referenced by pathways, decisions and
+	// intentDetection.
 	// +required
 	Name Name `json:"name"`
 
-	// instructions are the agent's own system prompt, its role: added to the pathway's
-	// signature when the agent runs a pathway, so the agents of a pipeline can each do
-	// their part.
+	// instructions are the agent's own system prompt, its role: added to the
+	// pathway's signature when the agent runs a pathway, so the agents of a
+	// pipeline can each do their part.
 	// +optional
 	// +kubebuilder:validation:MaxLength=8192
 	Instructions string `json:"instructions,omitempty"`
@@ -164,14 +169,15 @@ type AgentSpec struct {
 	// +kubebuilder:validation:MaxLength=256
 	Model string `json:"model,omitempty"`
 
-	// baseURL is the endpoint's base URL, for example http://ollama.default:11434/v1.
-	// Empty means the OpenAI API.
+	// baseURL is the endpoint's base URL, for example
+	// http://ollama.default:11434/v1. Empty means the OpenAI API.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && (url(self).getScheme() == 'http' || url(self).getScheme() == 'https')",message="baseURL must be an http or https URL"
 	BaseURL string `json:"baseURL,omitempty"`
 
-	// apiKeySecretRef names the Secret key holding the API key, in the Session's namespace.
+	// apiKeySecretRef names the Secret key holding the API key, in the Session's
+	// namespace.
 	// +optional
 	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
 
@@ -186,24 +192,26 @@ type AgentSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="timeout must be a positive duration such as 30s, 2m or 1m30s"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
-	// maxRetries is how often a call is retried on 429 and 5xx answers. Defaults to 2.
+	// maxRetries is how often a call is retried on 429 and 5xx answers. Defaults
+	// to 2.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10
 	MaxRetries *int32 `json:"maxRetries,omitempty"`
 
 	// responseFormat is how the answer is asked for as JSON: Auto (a strict JSON
-	// schema, then a JSON object, then the schema in the instructions, stepping down
-	// when the endpoint says it does not support a format), JSONSchema, JSONObject or
-	// Prompt. Every answer is validated against the schema whatever the format.
-	// Unset means Auto.
+	// schema, then a JSON object, then the schema in the instructions, stepping
+	// down when the endpoint says it does not support a format), JSONSchema,
+	// JSONObject or Prompt. Every answer is validated against the schema
+	// whatever the format. Unset means Auto.
 	// +optional
 	ResponseFormat ResponseFormat `json:"responseFormat,omitempty"`
 
 	// maxTokens caps the tokens the model may generate in one answer, reasoning
 	// included; it bounds the cost and the time of a call. It is sent as
 	// max_completion_tokens to OpenAI and Azure OpenAI endpoints and to OpenAI
-	// reasoning models, and as max_tokens to every other endpoint. Defaults to 1024.
+	// reasoning models, and as max_tokens to every other endpoint. Defaults to
+	// 1024.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000000
@@ -228,10 +236,11 @@ type Pricing struct {
 	CompletionPerMTok Decimal `json:"completionPerMTok,omitempty"`
 }
 
-// BuiltinAgent configures how the builtin provider decides when no rule matched: it
-// picks the first allowed destination with this confidence.
+// BuiltinAgent configures how the builtin provider decides when no rule
+// matched: it picks the first allowed destination with this confidence.
 type BuiltinAgent struct {
-	// confidence is reported for decisions that no rule decided. Defaults to "1".
+	// confidence is reported for decisions that no rule decided. Defaults to
+	// "1".
 	// +optional
 	Confidence Confidence `json:"confidence,omitempty"`
 }
@@ -282,16 +291,16 @@ type Trigger struct {
 	// +optional
 	Intent *IntentTrigger `json:"intent,omitempty"`
 
-	// condition is a CEL expression over context, message and session that fires the
-	// rule when true, for example "context.escalation_count >= 3".
+	// condition is a CEL expression over context, message and session that fires
+	// the rule when true, for example "context.escalation_count >= 3".
 	// +optional
 	Condition Expression `json:"condition,omitempty"`
 }
 
 // IntentTrigger matches user messages against patterns.
 type IntentTrigger struct {
-	// patterns are phrases matched case-insensitively on word boundaries
-	// ("why" does not match "whyte").
+	// patterns are phrases matched case-insensitively on word boundaries ("why"
+	// does not match "whyte").
 	// +required
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
@@ -300,7 +309,8 @@ type IntentTrigger struct {
 	// +kubebuilder:validation:items:MaxLength=256
 	Patterns []string `json:"patterns"`
 
-	// description tells the LLM classifier what this intent means. Defaults to the patterns.
+	// description tells the LLM classifier what this intent means. Defaults to
+	// the patterns.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Description string `json:"description,omitempty"`
@@ -315,7 +325,8 @@ type IntentTrigger struct {
 type ContextOp string
 
 const (
-	// ContextAppend appends the value of `from` (or `value`) to the list in `field`, without duplicates.
+	// ContextAppend appends the value of `from` (or `value`) to the list in
+	// `field`, without duplicates.
 	ContextAppend ContextOp = "Append"
 	// ContextSet sets `field` to `value`.
 	ContextSet ContextOp = "Set"
@@ -352,11 +363,12 @@ type IntentDetection struct {
 	// agent is the agent asked to classify messages no pattern matched.
 	// +required
 	Agent Name `json:"agent"`
-	// confidenceThreshold: a classification below it counts as no match. Defaults to "0.7".
+	// confidenceThreshold: a classification below it counts as no match.
+	// Defaults to "0.7".
 	// +optional
 	ConfidenceThreshold Confidence `json:"confidenceThreshold,omitempty"`
-	// cacheTTL is how long a classification of the same message and intents is reused.
-	// Defaults to 5m.
+	// cacheTTL is how long a classification of the same message and intents is
+	// reused. Defaults to 5m.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
@@ -364,15 +376,17 @@ type IntentDetection struct {
 	CacheTTL *metav1.Duration `json:"cacheTTL,omitempty"`
 }
 
-// Limits caps what one Session may consume. Reaching a cap blocks the Session
-// (phase unchanged, Stalled=True with the cap as reason).
+// Limits caps what one Session may consume. Reaching a cap blocks the
+// Session (phase unchanged, Stalled=True with the cap as reason).
 type Limits struct {
-	// maxPathwayDepth is the deepest ReturnToPrevious stack allowed. Defaults to 10.
+	// maxPathwayDepth is the deepest ReturnToPrevious stack allowed. Defaults to
+	// 10.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10
 	MaxPathwayDepth int32 `json:"maxPathwayDepth,omitempty"`
-	// maxTurns caps processed messages, outcomes and entry runs. Defaults to 100.
+	// maxTurns caps processed messages, outcomes and entry runs. Defaults to
+	// 100.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100000
@@ -387,7 +401,8 @@ type Limits struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100000
 	MaxTransitions int32 `json:"maxTransitions,omitempty"`
-	// retryLimitPerPathway caps Retry actions per pathway and iteration. Defaults to 2.
+	// retryLimitPerPathway caps Retry actions per pathway and iteration.
+	// Defaults to 2.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
@@ -398,19 +413,19 @@ type Limits struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="sessionTimeout must be a positive duration such as 30m or 24h"
 	SessionTimeout *metav1.Duration `json:"sessionTimeout,omitempty"`
-	// idleTimeout bounds how long a Session waits for input: a Session waiting for a
-	// message or an External outcome longer than this since its status last changed
-	// (status.lastActivityTime) is stalled with reason IdleTimeout, like sessionTimeout.
-	// Unset, a Session waits until sessionTimeout.
+	// idleTimeout bounds how long a Session waits for input: a Session waiting
+	// for a message or an External outcome longer than this since its status
+	// last changed (status.lastActivityTime) is stalled with reason IdleTimeout,
+	// like sessionTimeout. Unset, a Session waits until sessionTimeout.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="idleTimeout must be a positive duration such as 30m or 24h"
 	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
-	// maxContextBytes caps the JSON size of the context. Exceeding it is an error,
-	// never a silent truncation. Defaults to 49152 (48 KiB). A Session's stored size
-	// grows with it (see docs/PERFORMANCE.md, "Session size"): at the maximum a Session
-	// may take about 1.3 MiB, under etcd's request limit.
+	// maxContextBytes caps the JSON size of the context. Exceeding it is an
+	// error, never a silent truncation. Defaults to 49152 (48 KiB). A Session's
+	// stored size grows with it (see docs/PERFORMANCE.md, "Session size"): at
+	// the maximum a Session may take about 1.3 MiB, under etcd's request limit.
 	// +optional
 	// +kubebuilder:validation:Minimum=1024
 	// +kubebuilder:validation:Maximum=524288
@@ -420,14 +435,16 @@ type Limits struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=500
 	MaxHistory int32 `json:"maxHistory,omitempty"`
-	// maxJournal is how many agent answers status.journal keeps. Defaults to 100.
+	// maxJournal is how many agent answers status.journal keeps. Defaults to
+	// 100.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=500
 	MaxJournal *int32 `json:"maxJournal,omitempty"`
-	// maxTranscriptBytes bounds status.transcript, the conversation pathway agents
-	// see: the bytes of its user messages and replies. The oldest exchanges are dropped
-	// whole to stay under it, never cut mid-message. Defaults to 16384.
+	// maxTranscriptBytes bounds status.transcript, the conversation pathway
+	// agents see: the bytes of its user messages and replies. The oldest
+	// exchanges are dropped whole to stay under it, never cut mid-message.
+	// Defaults to 16384.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=262144
@@ -456,7 +473,8 @@ type LoopPrevention struct {
 	// +kubebuilder:validation:Minimum=2
 	// +kubebuilder:validation:Maximum=100
 	Window int32 `json:"window,omitempty"`
-	// maxCycleRepeats is how often a cycle may repeat inside the window. Defaults to 2.
+	// maxCycleRepeats is how often a cycle may repeat inside the window.
+	// Defaults to 2.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=50
@@ -465,7 +483,8 @@ type LoopPrevention struct {
 
 // JourneyStatus is the observed state of a Journey.
 type JourneyStatus struct {
-	// conditions: Ready says whether Sessions can start on the current generation.
+	// conditions: Ready says whether Sessions can start on the current
+	// generation.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

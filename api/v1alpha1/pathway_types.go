@@ -5,68 +5,71 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// PathwaySpec declares one pathway: what it does (its signature), who runs it, and
-// where the Session goes when a turn completes.
+// PathwaySpec declares one pathway: what it does (its signature), who runs
+// it, and where the Session goes when a turn completes.
 // +kubebuilder:validation:XValidation:rule="self.executor != 'External' || !has(self.agents) || size(self.agents) == 0",fieldPath=".agents",message="an External pathway has no agents: its outcome is posted on the Session"
 // +kubebuilder:validation:XValidation:rule="self.executor != 'External' || !has(self.builtin)",fieldPath=".builtin",message="an External pathway has no builtin section: its outcome is posted on the Session"
 type PathwaySpec struct {
-	// signature is what the pathway does: instructions, intent,
-	// guidelines, inputs and outputs. Agents are prompted from it.
+	// signature is what the pathway does: instructions, intent, guidelines,
+	// inputs and outputs. Agents are prompted from it.
 	// +optional
 	Signature Signature `json:"signature,omitzero"`
 
-	// agents are the Journey agents that run the pathway, in pipeline order. Empty means
-	// the builtin provider.
+	// agents are the Journey agents that run the pathway, in pipeline order.
+	// Empty means the builtin provider.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=8
 	Agents []Name `json:"agents,omitempty"`
 
-	// pipeline is how several agents combine: Sequential, Parallel, Router or Ensemble.
+	// pipeline is how several agents combine: Sequential, Parallel, Router or
+	// Ensemble.
 	// +optional
 	// +kubebuilder:default=Sequential
 	Pipeline Pipeline `json:"pipeline,omitempty"`
 
-	// executor is Agent (agents run the pathway) or External (the Session waits for an
-	// outcome posted in spec.outcomes).
+	// executor is Agent (agents run the pathway) or External (the Session waits
+	// for an outcome posted in spec.outcomes).
 	// +optional
 	// +kubebuilder:default=Agent
 	Executor Executor `json:"executor,omitempty"`
 
-	// runOn is Message (a turn runs for each user message; conversational pathways) or
-	// Entry (a turn runs as soon as the Session enters the pathway; workflow steps).
+	// runOn is Message (a turn runs for each user message; conversational
+	// pathways) or Entry (a turn runs as soon as the Session enters the pathway;
+	// workflow steps).
 	// +optional
 	// +kubebuilder:default=Message
 	RunOn RunOn `json:"runOn,omitempty"`
 
-	// accumulate lists the outputs merged into the Session context after each turn:
-	// scalars replace, lists append without duplicates, objects deep-merge.
+	// accumulate lists the outputs merged into the Session context after each
+	// turn: scalars replace, lists append without duplicates, objects
+	// deep-merge.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=253
 	Accumulate []string `json:"accumulate,omitempty"`
 
-	// next is the pathway (local name in the Journey) a complete turn moves to when no
-	// outcome transition applies. Without it, a complete turn ends the journey (or, in a
-	// detour, returns to the previous pathway).
+	// next is the pathway (local name in the Journey) a complete turn moves to
+	// when no outcome transition applies. Without it, a complete turn ends the
+	// journey (or, in a detour, returns to the previous pathway).
 	// +optional
 	Next Name `json:"next,omitempty"`
 
-	// returnBehavior makes the pathway a detour: entering it pushes the current pathway,
-	// completing it pops back there.
+	// returnBehavior makes the pathway a detour: entering it pushes the current
+	// pathway, completing it pops back there.
 	// +optional
 	ReturnBehavior *ReturnBehavior `json:"returnBehavior,omitempty"`
 
-	// retry bounds Retry actions on this pathway, and the attempts of an agent call
-	// that fails transiently (overrides the journey's
+	// retry bounds Retry actions on this pathway, and the attempts of an agent
+	// call that fails transiently (overrides the journey's
 	// retryLimitPerPathway).
 	// +optional
 	Retry *RetryPolicy `json:"retry,omitempty"`
 
-	// timeout bounds one turn's agent calls, retries included: a call still without an
-	// answer this long after its first attempt is abandoned and the turn fails (result
-	// failure, so onFailure applies).
+	// timeout bounds one turn's agent calls, retries included: a call still
+	// without an answer this long after its first attempt is abandoned and the
+	// turn fails (result failure, so onFailure applies).
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
@@ -145,7 +148,8 @@ type Signature struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
 	Inputs []SignatureField `json:"inputs,omitempty"`
-	// outputs are what a turn produces; an output named "outcome" sets the result type.
+	// outputs are what a turn produces; an output named "outcome" sets the
+	// result type.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -187,7 +191,8 @@ type ReturnBehavior struct {
 	// +kubebuilder:default=ReturnToPrevious
 	// +kubebuilder:validation:Enum=ReturnToPrevious;None
 	Type string `json:"type,omitempty"`
-	// preserveContext keeps what the detour accumulated when returning. Defaults to true.
+	// preserveContext keeps what the detour accumulated when returning. Defaults
+	// to true.
 	// +optional
 	PreserveContext *bool `json:"preserveContext,omitempty"`
 }
@@ -222,8 +227,8 @@ type OutcomeTransitions struct {
 	OnUnclear *OutcomeTransition `json:"onUnclear,omitempty"`
 }
 
-// OutcomeTransition is either a fixed destination (`to`), a decision, or action Close
-// alone (the journey completes).
+// OutcomeTransition is either a fixed destination (`to`), a decision, or
+// action Close alone (the journey completes).
 // +kubebuilder:validation:XValidation:rule="(has(self.action) && self.action == 'Close') || has(self.to) != has(self.decision)",message="set exactly one of to or decision (or only action: Close to end the journey)"
 // +kubebuilder:validation:XValidation:rule="!has(self.action) || self.action != 'Close' || (!has(self.to) && !has(self.decision))",message="action Close ends the journey and takes neither to nor decision"
 // +kubebuilder:validation:XValidation:rule="!has(self.action) || !has(self.decision)",fieldPath=".action",message="with a decision, set the action in decision.action or in its rules"
@@ -231,9 +236,9 @@ type OutcomeTransition struct {
 	// to is the destination pathway (the "string form").
 	// +optional
 	To Name `json:"to,omitempty"`
-	// action is what moving there means: Advance, JumpBack, Retry, or Close (ends the
-	// journey; no to). Defaults to Advance (Retry when the destination is the current
-	// pathway). Block is reserved for the engine.
+	// action is what moving there means: Advance, JumpBack, Retry, or Close
+	// (ends the journey; no to). Defaults to Advance (Retry when the destination
+	// is the current pathway). Block is reserved for the engine.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self != 'Block'",message="action Block is reserved for the engine (loop prevention and caps)"
 	Action Action `json:"action,omitempty"`
@@ -258,54 +263,61 @@ type Decision struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	AllowedDestinations []Name `json:"allowedDestinations"`
-	// confidenceThresholds decide between applying, asking for approval and escalating.
+	// confidenceThresholds decide between applying, asking for approval and
+	// escalating.
 	// +optional
 	ConfidenceThresholds *ConfidenceThresholds `json:"confidenceThresholds,omitempty"`
-	// onRejected is where a rejected approval of this decision goes. Defaults to the
-	// pathway the Session was in before the deciding one (a rejected review goes back
-	// to the draft), else the deciding pathway runs again; either way the pathway runs
-	// with the rejection as feedback, so the same question is never asked unchanged.
+	// onRejected is where a rejected approval of this decision goes. Defaults to
+	// the pathway the Session was in before the deciding one (a rejected review
+	// goes back to the draft), else the deciding pathway runs again; either way
+	// the pathway runs with the rejection as feedback, so the same question is
+	// never asked unchanged.
 	// +optional
 	OnRejected Name `json:"onRejected,omitempty"`
-	// messaging passes this pathway's outputs to the destination (context key "messages.<pathway>").
+	// messaging passes this pathway's outputs to the destination (context key
+	// "messages.<pathway>").
 	// +optional
 	Messaging bool `json:"messaging,omitempty"`
-	// rules are deterministic decisions evaluated before the agent, first match wins.
+	// rules are deterministic decisions evaluated before the agent, first match
+	// wins.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	Rules []DecisionRule `json:"rules,omitempty"`
-	// action is the action of the chosen destination: Advance, JumpBack or Retry.
-	// Defaults to Advance (Retry when the destination is the current pathway).
+	// action is the action of the chosen destination: Advance, JumpBack or
+	// Retry. Defaults to Advance (Retry when the destination is the current
+	// pathway).
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self in ['Advance', 'JumpBack', 'Retry']",message="a decision's action must be Advance, JumpBack or Retry"
 	Action Action `json:"action,omitempty"`
-	// approvers, when set, restricts who may approve this decision (users or groups).
+	// approvers, when set, restricts who may approve this decision (users or
+	// groups).
 	// +optional
 	Approvers *Approvers `json:"approvers,omitempty"`
 }
 
-// ConfidenceThresholds: confidence >= autoAdvance applies the decision,
-// >= retryWithFeedback runs the deciding pathway once more with the reasoning as
-// feedback, >= requireApproval waits for approval, lower escalates.
+// ConfidenceThresholds: confidence >= autoAdvance applies the decision, >=
+// retryWithFeedback runs the deciding pathway once more with the reasoning
+// as feedback, >= requireApproval waits for approval, lower escalates.
 // +kubebuilder:validation:XValidation:rule="!(has(self.autoAdvance) ? self.autoAdvance : '0.8').matches('^[0-9]+([.][0-9]+)?$') || !(has(self.requireApproval) ? self.requireApproval : '0.6').matches('^[0-9]+([.][0-9]+)?$') || double(has(self.autoAdvance) ? self.autoAdvance : '0.8') >= double(has(self.requireApproval) ? self.requireApproval : '0.6')",message="autoAdvance must be greater than or equal to requireApproval (they default to 0.8 and 0.6)"
 type ConfidenceThresholds struct {
 	// autoAdvance: at or above it the decision applies. Defaults to "0.8".
 	// +optional
 	AutoAdvance Confidence `json:"autoAdvance,omitempty"`
-	// retryWithFeedback: at or above it (and below autoAdvance) the deciding pathway
-	// runs once more, at once, with the decision's reasoning as feedback (counted
-	// against its retry limit); a second decision in this band waits for approval.
-	// Unset, there is no such band.
+	// retryWithFeedback: at or above it (and below autoAdvance) the deciding
+	// pathway runs once more, at once, with the decision's reasoning as feedback
+	// (counted against its retry limit); a second decision in this band waits
+	// for approval. Unset, there is no such band.
 	// +optional
 	RetryWithFeedback Confidence `json:"retryWithFeedback,omitempty"`
-	// requireApproval: at or above it (and below autoAdvance and retryWithFeedback) the
-	// decision waits for an approval. Defaults to "0.6".
+	// requireApproval: at or above it (and below autoAdvance and
+	// retryWithFeedback) the decision waits for an approval. Defaults to "0.6".
 	// +optional
 	RequireApproval Confidence `json:"requireApproval,omitempty"`
 }
 
-// DecisionRule is a deterministic decision: when its CEL condition holds, go to `to`.
+// DecisionRule is a deterministic decision: when its CEL condition holds, go
+// to `to`.
 type DecisionRule struct {
 	// when is a CEL expression over outputs, context and session.
 	// +required
@@ -316,7 +328,8 @@ type DecisionRule struct {
 	// confidence is reported for this rule's decision. Defaults to "1".
 	// +optional
 	Confidence Confidence `json:"confidence,omitempty"`
-	// action overrides the decision's action for this rule: Advance, JumpBack or Retry.
+	// action overrides the decision's action for this rule: Advance, JumpBack or
+	// Retry.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self in ['Advance', 'JumpBack', 'Retry']",message="a rule's action must be Advance, JumpBack or Retry"
 	Action Action `json:"action,omitempty"`
@@ -338,17 +351,19 @@ type Approvers struct {
 	Groups []string `json:"groups,omitempty"`
 }
 
-// BuiltinPathway is how the builtin provider answers a pathway turn, offline and
-// deterministically. CEL expressions see message, context, inputs, outputs (those
-// computed so far, in order), session and tools (the results of toolCalls).
+// BuiltinPathway is how the builtin provider answers a pathway turn, offline
+// and deterministically. CEL expressions see message, context, inputs,
+// outputs (those computed so far, in order), session and tools (the results
+// of toolCalls).
 type BuiltinPathway struct {
-	// reply is a Go text/template over .message, .context, .inputs, .outputs, .session
-	// and .history (the conversation so far, oldest first: a list of {role, text} with
-	// role user or assistant) giving the assistant's reply.
+	// reply is a Go text/template over .message, .context, .inputs, .outputs,
+	// .session and .history (the conversation so far, oldest first: a list of
+	// {role, text} with role user or assistant) giving the assistant's reply.
 	// +optional
 	// +kubebuilder:validation:MaxLength=8192
 	Reply string `json:"reply,omitempty"`
-	// outputs are computed in order by CEL expressions; later ones see earlier ones.
+	// outputs are computed in order by CEL expressions; later ones see earlier
+	// ones.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -358,12 +373,12 @@ type BuiltinPathway struct {
 	// partial_success, unclear). Defaults to the "outcome" output, else success.
 	// +optional
 	Outcome Expression `json:"outcome,omitempty"`
-	// complete is a CEL expression: false keeps the Session in the pathway for another
-	// turn. Defaults to true.
+	// complete is a CEL expression: false keeps the Session in the pathway for
+	// another turn. Defaults to true.
 	// +optional
 	Complete Expression `json:"complete,omitempty"`
-	// toolCalls are made in order before the outputs are computed; outputs, outcome,
-	// complete and the reply see their results as tools.<tool name>.
+	// toolCalls are made in order before the outputs are computed; outputs,
+	// outcome, complete and the reply see their results as tools.<tool name>.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
@@ -385,7 +400,8 @@ type BuiltinOutput struct {
 
 // PathwayStatus is the observed state of a Pathway.
 type PathwayStatus struct {
-	// conditions: Ready says whether the pathway's own fields are valid (its CEL compiles).
+	// conditions: Ready says whether the pathway's own fields are valid (its CEL
+	// compiles).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -403,8 +419,8 @@ type PathwayStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
-// Pathway is one step of a journey: a signature, the agents that run it, and its
-// outcome transitions.
+// Pathway is one step of a journey: a signature, the agents that run it, and
+// its outcome transitions.
 type Pathway struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -5,9 +5,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// SessionSpec is one user's run through a journey: the messages, External outcomes and
-// approvals sent to it. Messages, outcomes and approvals are append-only, except that
-// processed messages may be dropped from the front of spec.messages (see messagesDropped).
+// SessionSpec is one user's run through a journey: the messages, External
+// outcomes and approvals sent to it. Messages, outcomes and approvals are
+// append-only, except that processed messages may be dropped from the front
+// of spec.messages (see messagesDropped).
 // +kubebuilder:validation:XValidation:rule="(has(self.messagesDropped) ? self.messagesDropped : 0) >= (has(oldSelf.messagesDropped) ? oldSelf.messagesDropped : 0)",fieldPath=".messagesDropped",message="messagesDropped cannot decrease: dropped messages cannot come back"
 // +kubebuilder:validation:XValidation:rule="(has(self.messages) ? size(self.messages) : 0) + (has(self.messagesDropped) ? self.messagesDropped : 0) >= (has(oldSelf.messages) ? size(oldSelf.messages) : 0) + (has(oldSelf.messagesDropped) ? oldSelf.messagesDropped : 0)",fieldPath=".messages",message="messages are append-only: a message leaves spec.messages only once processed, dropped from the front with messagesDropped raised by as many"
 // +kubebuilder:validation:XValidation:rule="((has(self.messagesDropped) ? self.messagesDropped : 0) - (has(oldSelf.messagesDropped) ? oldSelf.messagesDropped : 0)) <= (has(oldSelf.messages) ? size(oldSelf.messages) : 0)",fieldPath=".messagesDropped",message="messagesDropped may only grow by the number of messages removed from the front of spec.messages"
@@ -30,11 +31,12 @@ type SessionSpec struct {
 	InitialContext *apiextensionsv1.JSON `json:"initialContext,omitempty"`
 
 	// messages are the user's messages, processed in order, each exactly once.
-	// Append-only: existing entries cannot change or move. A processed prefix may be
-	// dropped, in the same update that raises messagesDropped by as many (kubectl
-	// journey say does this in the patch that appends). Their text, ids and 24 bytes
-	// per message add up to at most 32 KiB: past that an update is refused, and the
-	// sender drops processed messages or waits until pending ones are processed.
+	// Append-only: existing entries cannot change or move. A processed prefix
+	// may be dropped, in the same update that raises messagesDropped by as many
+	// (kubectl journey say does this in the patch that appends). Their text, ids
+	// and 24 bytes per message add up to at most 32 KiB: past that an update is
+	// refused, and the sender drops processed messages or waits until pending
+	// ones are processed.
 	// +optional
 	// +listType=map
 	// +listMapKey=id
@@ -42,21 +44,22 @@ type SessionSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.map(m, size(m.text) + size(m.id) + 24).sum() <= 32768",message="spec.messages would hold more than 32 KiB (text, ids and 24 bytes a message): drop the processed messages from the front of spec.messages and raise spec.messagesDropped by as many (kubectl journey say does), or wait until the Session has processed the pending ones"
 	Messages []Message `json:"messages,omitempty"`
 
-	// messagesDropped is how many processed messages have been dropped from the front of
-	// spec.messages: spec.messages[i] is message messagesDropped+i of the conversation,
-	// counted from 0, and status.processedMessages counts from the same origin, so each
-	// message is processed exactly once however many are dropped. It only grows, by the
-	// number of messages removed from the front in the same update, and never past
-	// status.processedMessages (less the message of a turn still in progress): a message
-	// that was not processed cannot be dropped.
+	// messagesDropped is how many processed messages have been dropped from the
+	// front of spec.messages: spec.messages[i] is message messagesDropped+i of
+	// the conversation, counted from 0, and status.processedMessages counts from
+	// the same origin, so each message is processed exactly once however many
+	// are dropped. It only grows, by the number of messages removed from the
+	// front in the same update, and never past status.processedMessages (less
+	// the message of a turn still in progress): a message that was not processed
+	// cannot be dropped.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=2147483647
 	MessagesDropped int32 `json:"messagesDropped,omitempty"`
 
-	// outcomes are results posted by External executors. Append-only. Each is keyed
-	// by pathway, iteration and attempt, so server-side apply merges the outcomes of a
-	// file with those the plugin or an executor appended.
+	// outcomes are results posted by External executors. Append-only. Each is
+	// keyed by pathway, iteration and attempt, so server-side apply merges the
+	// outcomes of a file with those the plugin or an executor appended.
 	// +optional
 	// +listType=map
 	// +listMapKey=pathway
@@ -68,8 +71,8 @@ type SessionSpec struct {
 	Outcomes []ExternalOutcome `json:"outcomes,omitempty"`
 
 	// approvals answer decisions that wait in AwaitingApproval or Escalated.
-	// Append-only, one per decision: keyed by decisionID, so server-side apply merges
-	// the approvals of a file with those the plugin appended.
+	// Append-only, one per decision: keyed by decisionID, so server-side apply
+	// merges the approvals of a file with those the plugin appended.
 	// +optional
 	// +listType=map
 	// +listMapKey=decisionID
@@ -87,7 +90,8 @@ type SessionSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self || !oldSelf",message="cancel cannot be unset"
 	Cancel bool `json:"cancel,omitempty"`
 
-	// ttlSecondsAfterFinished deletes the Session this long after it reached a terminal phase.
+	// ttlSecondsAfterFinished deletes the Session this long after it reached a
+	// terminal phase.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=31536000
@@ -124,13 +128,15 @@ type ExternalOutcome struct {
 	// pathway is the External pathway the outcome is for.
 	// +required
 	Pathway Name `json:"pathway"`
-	// iteration is the cycle the outcome is for; an outcome for another iteration is ignored.
+	// iteration is the cycle the outcome is for; an outcome for another
+	// iteration is ignored.
 	// +required
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100000
 	Iteration int32 `json:"iteration"`
 	// attempt tells apart outcomes for the same pathway and iteration (a pathway
-	// retried within an iteration runs again): 1 for the first, then 2, 3 and on.
+	// retried within an iteration runs again): 1 for the first, then 2, 3 and
+	// on.
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1
@@ -139,7 +145,8 @@ type ExternalOutcome struct {
 	// resultType is success, failure, partial_success or unclear.
 	// +required
 	ResultType ResultType `json:"resultType"`
-	// data are the turn's outputs; fields listed in the pathway's accumulate merge into context.
+	// data are the turn's outputs; fields listed in the pathway's accumulate
+	// merge into context.
 	// +optional
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
@@ -157,8 +164,8 @@ type Approval struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	DecisionID string `json:"decisionID"`
-	// approve accepts (true) or rejects (false) the decision. It must be given: an
-	// approval without it is refused, never read as a rejection.
+	// approve accepts (true) or rejects (false) the decision. It must be given:
+	// an approval without it is refused, never read as a rejection.
 	// +required
 	Approve *bool `json:"approve,omitempty"`
 	// destination overrides the decision's destination; it must be allowed.
@@ -179,16 +186,16 @@ type Approval struct {
 
 // SessionStatus is where a Session is and how it got there.
 type SessionStatus struct {
-	// phase is the lifecycle phase; the conditions say the same for tools (docs/operations.md).
-	// Pending: not started yet (its Journey is missing or not Ready, or it is suspended).
-	// Running: it has work to do (a message, an outcome, an agent call).
-	// WaitingForInput: nothing to do until a message or an External outcome arrives.
-	// AwaitingApproval: a decision waits for an entry in spec.approvals.
-	// Escalated: a decision's confidence was too low; an approval naming it moves it on.
-	// Completed: the journey finished. Terminal.
-	// Failed: the journey failed (a failure transition closed it). Terminal.
-	// Cancelled: spec.cancel was set. Terminal.
-	// A Session stalled by a cap keeps its phase; the Stalled condition and REASON say why.
+	// phase is the lifecycle phase; the conditions say the same for tools
+	// (docs/operations.md). Pending: not started yet (its Journey is missing or
+	// not Ready, or it is suspended). Running: it has work to do (a message, an
+	// outcome, an agent call). WaitingForInput: nothing to do until a message or
+	// an External outcome arrives. AwaitingApproval: a decision waits for an
+	// entry in spec.approvals. Escalated: a decision's confidence was too low;
+	// an approval naming it moves it on. Completed: the journey finished.
+	// Terminal. Failed: the journey failed (a failure transition closed it).
+	// Terminal. Cancelled: spec.cancel was set. Terminal. A Session stalled by a
+	// cap keeps its phase; the Stalled condition and REASON say why.
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
 	// currentPathway is the pathway the Session is in.
@@ -219,9 +226,10 @@ type SessionStatus struct {
 	// retries counts Retry actions per pathway in the current iteration.
 	// +optional
 	Retries map[string]int32 `json:"retries,omitempty"`
-	// processedMessages is how many messages of the conversation have been processed (or
-	// are being processed, by the turn in progress), counted from the first message ever
-	// sent: dropping processed messages from spec.messages does not change it.
+	// processedMessages is how many messages of the conversation have been
+	// processed (or are being processed, by the turn in progress), counted from
+	// the first message ever sent: dropping processed messages from
+	// spec.messages does not change it.
 	// +optional
 	ProcessedMessages int32 `json:"processedMessages,omitempty"`
 	// processedOutcomes is how many of spec.outcomes have been looked at.
@@ -236,27 +244,29 @@ type SessionStatus struct {
 	// lastDecision is the most recent transition decision.
 	// +optional
 	LastDecision *DecisionRecord `json:"lastDecision,omitempty"`
-	// pendingEffect is an agent's answer, recorded before the next step applies it.
+	// pendingEffect is an agent's answer, recorded before the next step applies
+	// it.
 	// +optional
 	PendingEffect *EffectRecord `json:"pendingEffect,omitempty"`
-	// agentRetry counts the transient failures (timeouts, rate limits, server errors)
-	// of the agent call the Session waits on. The call is given up, and its error
-	// journaled as the call's failed answer, after the pathway's retry limit of
-	// attempts or once its timeout has passed since the first attempt.
+	// agentRetry counts the transient failures (timeouts, rate limits, server
+	// errors) of the agent call the Session waits on. The call is given up, and
+	// its error journaled as the call's failed answer, after the pathway's retry
+	// limit of attempts or once its timeout has passed since the first attempt.
 	// +optional
 	AgentRetry *AgentRetry `json:"agentRetry,omitempty"`
-	// journal keeps every agent answer the Session's steps were given, oldest first, up
-	// to limits.maxJournal entries, so a Session can be recorded and replayed exactly.
-	// The engine never reads it.
+	// journal keeps every agent answer the Session's steps were given, oldest
+	// first, up to limits.maxJournal entries, so a Session can be recorded and
+	// replayed exactly. The engine never reads it.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=500
 	Journal []EffectRecord `json:"journal,omitempty"`
-	// journalDropped counts the oldest journal entries dropped past limits.maxJournal.
+	// journalDropped counts the oldest journal entries dropped past
+	// limits.maxJournal.
 	// +optional
 	JournalDropped int32 `json:"journalDropped,omitempty"`
-	// lastTurn is the typed outcome of the last turn: the single source of
-	// truth for what happened in it.
+	// lastTurn is the typed outcome of the last turn: the single source of truth
+	// for what happened in it.
 	// +optional
 	LastTurn *TurnOutcome `json:"lastTurn,omitempty"`
 	// context is the accumulated context.
@@ -267,39 +277,45 @@ type SessionStatus struct {
 	// contextVersion increments on every context change.
 	// +optional
 	ContextVersion int64 `json:"contextVersion,omitempty"`
-	// contextHistory keeps the last context versions (deltas: what each change added or
-	// replaced), for audit and rollback, bounded in count and in bytes.
+	// contextHistory keeps the last context versions (deltas: what each change
+	// added or replaced), for audit and rollback, bounded in count and in bytes.
 	// +optional
 	// +listType=atomic
 	ContextHistory []ContextVersion `json:"contextHistory,omitempty"`
-	// history keeps the last limits.maxHistory transitions; the full audit is the Event stream.
+	// history keeps the last limits.maxHistory transitions; the full audit is
+	// the Event stream.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=500
 	History []HistoryEntry `json:"history,omitempty"`
-	// transcript is the conversation so far, oldest first: each turn's user message
-	// with the reply that answered it. Pathway agents see it as alternating user and
-	// assistant messages. It is bounded by limits.maxTranscriptBytes: the oldest
-	// exchanges are dropped whole (counted in transcriptDropped).
+	// transcript is the conversation so far, oldest first: each turn's user
+	// message with the reply that answered it. Pathway agents see it as
+	// alternating user and assistant messages. It is bounded by
+	// limits.maxTranscriptBytes: the oldest exchanges are dropped whole (counted
+	// in transcriptDropped).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=1000
 	Transcript []Exchange `json:"transcript,omitempty"`
-	// transcriptDropped counts the exchanges dropped from the front of transcript.
+	// transcriptDropped counts the exchanges dropped from the front of
+	// transcript.
 	// +optional
 	TranscriptDropped int32 `json:"transcriptDropped,omitempty"`
 	// usage sums token usage and cost of all agent calls.
 	// +optional
 	Usage Usage `json:"usage,omitzero"`
-	// toolCache holds the results of tools with cache Session, reused for identical calls.
+	// toolCache holds the results of tools with cache Session, reused for
+	// identical calls.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	ToolCache []ToolCacheEntry `json:"toolCache,omitempty"`
-	// journeyRevision is the Journey ControllerRevision the Session is pinned to.
+	// journeyRevision is the Journey ControllerRevision the Session is pinned
+	// to.
 	// +optional
 	JourneyRevision string `json:"journeyRevision,omitempty"`
-	// conditions: Ready, Reconciling, Stalled, AwaitingInput, AwaitingApproval, AgentAvailable.
+	// conditions: Ready, Reconciling, Stalled, AwaitingInput, AwaitingApproval,
+	// AgentAvailable.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -313,27 +329,28 @@ type SessionStatus struct {
 	// completionTime is when the Session reached a terminal phase.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
-	// lastActivityTime is when a step last changed the Session's status (a message or
-	// External outcome taken in, an agent answer applied, a transition). limits.idleTimeout
-	// counts from it.
+	// lastActivityTime is when a step last changed the Session's status (a
+	// message or External outcome taken in, an agent answer applied, a
+	// transition). limits.idleTimeout counts from it.
 	// +optional
 	LastActivityTime *metav1.Time `json:"lastActivityTime,omitempty"`
-	// traceContext is the OpenTelemetry trace of the Session, set at its first step when
-	// the manager runs with tracing: every later step, on any replica and after any
-	// restart, is a span of this trace under the Session's root span.
+	// traceContext is the OpenTelemetry trace of the Session, set at its first
+	// step when the manager runs with tracing: every later step, on any replica
+	// and after any restart, is a span of this trace under the Session's root
+	// span.
 	// +optional
 	TraceContext *TraceContext `json:"traceContext,omitempty"`
 }
 
-// TraceContext identifies a Session's trace and its root span, in W3C trace context
-// form.
+// TraceContext identifies a Session's trace and its root span, in W3C trace
+// context form.
 type TraceContext struct {
 	// traceID is the trace's id: 32 lowercase hexadecimal digits.
 	// +required
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{32}$`
 	TraceID string `json:"traceID"`
-	// spanID is the Session's root span: 16 lowercase hexadecimal digits. Each step's
-	// span is its child.
+	// spanID is the Session's root span: 16 lowercase hexadecimal digits. Each
+	// step's span is its child.
 	// +required
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{16}$`
 	SpanID string `json:"spanID"`
@@ -355,15 +372,18 @@ const (
 type TurnStage string
 
 const (
-	// StageRoute evaluates global transitions (may wait on the intent classifier).
+	// StageRoute evaluates global transitions (may wait on the intent
+	// classifier).
 	StageRoute TurnStage = "Route"
 	// StageRun runs the pathway (may wait on its agents).
 	StageRun TurnStage = "Run"
-	// StageDecide picks the next pathway by outcome (may wait on a decision agent).
+	// StageDecide picks the next pathway by outcome (may wait on a decision
+	// agent).
 	StageDecide TurnStage = "Decide"
 )
 
-// TurnProgress is a turn that spans several steps because it waits on agents.
+// TurnProgress is a turn that spans several steps because it waits on
+// agents.
 type TurnProgress struct {
 	// trigger is what started the turn.
 	// +required
@@ -385,15 +405,17 @@ type TurnProgress struct {
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
 	Outputs *apiextensionsv1.JSON `json:"outputs,omitempty"`
-	// toolCalls are the turn's tool calls so far, each journaled before it is made.
+	// toolCalls are the turn's tool calls so far, each journaled before it is
+	// made.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	ToolCalls []ToolCallProgress `json:"toolCalls,omitempty"`
 }
 
-// Exchange is one turn of the conversation: the user's message and the reply that
-// answered it (either may be empty: a pathway that runs on entry replies unasked).
+// Exchange is one turn of the conversation: the user's message and the reply
+// that answered it (either may be empty: a pathway that runs on entry
+// replies unasked).
 type Exchange struct {
 	// messageID is the id of the message in spec.messages, empty for a turn no
 	// message started.
@@ -410,7 +432,8 @@ type Exchange struct {
 	Assistant string `json:"assistant,omitempty"`
 }
 
-// AgentRetry is an agent call that failed transiently and will be tried again.
+// AgentRetry is an agent call that failed transiently and will be tried
+// again.
 type AgentRetry struct {
 	// inputHash identifies the call: the input hash of the effect.
 	// +required
@@ -436,7 +459,8 @@ const (
 	EffectCallTool       EffectKind = "CallTool"
 )
 
-// EffectRecord is a journaled agent call: what was asked (its input hash) and the answer.
+// EffectRecord is a journaled agent call: what was asked (its input hash)
+// and the answer.
 type EffectRecord struct {
 	// id is unique per Session: <session UID>/<step>/<input hash prefix>.
 	// +required
@@ -459,15 +483,16 @@ type EffectRecord struct {
 	// result is the agent's answer.
 	// +required
 	Result AgentResult `json:"result"`
-	// spanID is the span, in the Session's trace (status.traceContext), of the step that
-	// obtained the answer, when the manager runs with tracing: the span of the step that
-	// applies the answer links to it.
+	// spanID is the span, in the Session's trace (status.traceContext), of the
+	// step that obtained the answer, when the manager runs with tracing: the
+	// span of the step that applies the answer links to it.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{16}$`
 	SpanID string `json:"spanID,omitempty"`
 }
 
-// AgentResult is an agent's answer, as journaled. Only the fields of its kind are set.
+// AgentResult is an agent's answer, as journaled. Only the fields of its
+// kind are set.
 type AgentResult struct {
 	// intent is the classified intent (a global transition's name) or "none".
 	// +optional
@@ -506,7 +531,8 @@ type AgentResult struct {
 	// durationMs is how long a tool call took.
 	// +optional
 	DurationMs int64 `json:"durationMs,omitempty"`
-	// failure says why the call gave no usable answer (it is then unclear / no intent).
+	// failure says why the call gave no usable answer (it is then unclear / no
+	// intent).
 	// +optional
 	Failure *Failure `json:"failure,omitempty"`
 }
@@ -546,7 +572,8 @@ type DecisionRecord struct {
 	// id names the decision, for approvals: d-<step>.
 	// +required
 	ID string `json:"id"`
-	// transition is the global transition or outcome transition (on<Result>) that led here.
+	// transition is the global transition or outcome transition (on<Result>)
+	// that led here.
 	// +optional
 	Transition string `json:"transition,omitempty"`
 	// from is the pathway the decision was made in.
@@ -574,7 +601,8 @@ type DecisionRecord struct {
 	// +optional
 	// +listType=atomic
 	AllowedDestinations []string `json:"allowedDestinations,omitempty"`
-	// state is Applied, Pending (awaiting approval), Approved, Rejected or Escalated.
+	// state is Applied, Pending (awaiting approval), Approved, Rejected or
+	// Escalated.
 	// +optional
 	State DecisionState `json:"state,omitempty"`
 }
@@ -697,15 +725,17 @@ type ContextVersion struct {
 	// +optional
 	// +listType=atomic
 	Keys []string `json:"keys,omitempty"`
-	// previous holds the values the change replaced or removed (null for a key that was
-	// absent). A key whose list the change appended to is in appended instead.
+	// previous holds the values the change replaced or removed (null for a key
+	// that was absent). A key whose list the change appended to is in appended
+	// instead.
 	// +optional
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
 	Previous *apiextensionsv1.JSON `json:"previous,omitempty"`
-	// appended holds, for each list key the change appended to, the items it added: the
-	// list before the change is the list after it without them. With previous, a version
-	// is a delta, so the context at any kept version can be rebuilt from the current one.
+	// appended holds, for each list key the change appended to, the items it
+	// added: the list before the change is the list after it without them. With
+	// previous, a version is a delta, so the context at any kept version can be
+	// rebuilt from the current one.
 	// +optional
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
@@ -732,7 +762,8 @@ type HistoryEntry struct {
 	// source is who decided.
 	// +optional
 	Source DecisionSource `json:"source,omitempty"`
-	// transition names the rule (global transition name, on<Result>, next, return).
+	// transition names the rule (global transition name, on<Result>, next,
+	// return).
 	// +optional
 	Transition string `json:"transition,omitempty"`
 	// confidence of the decision, when there was one.

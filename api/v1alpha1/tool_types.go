@@ -5,8 +5,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// ToolName is the name agents see for a tool: letters, digits, '_' and '-', as
-// function-calling APIs accept them.
+// ToolName is the name agents see for a tool: letters, digits, '_' and '-',
+// as function-calling APIs accept them.
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=64
 // +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z][A-Za-z0-9_-]*$')",message="must start with a letter and hold only letters, digits, '_' and '-'"
@@ -17,14 +17,15 @@ type ToolServer struct {
 	// name is the server's name in the journey; tools refer to it.
 	// +required
 	Name Name `json:"name"`
-	// url is the server's streamable HTTP endpoint, for example http://clinic.default.svc:8080/mcp.
+	// url is the server's streamable HTTP endpoint, for example
+	// http://clinic.default.svc:8080/mcp.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && (self.startsWith('http://') || self.startsWith('https://'))",message="url must be an http or https URL"
 	URL string `json:"url"`
-	// headers are sent with every request to the server, for example a bearer token
-	// read from a Secret.
+	// headers are sent with every request to the server, for example a bearer
+	// token read from a Secret.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -38,8 +39,8 @@ type ToolServer struct {
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
-// ToolServerHeader is an HTTP header sent to a tool server, with a literal value or
-// one read from a Secret at each call.
+// ToolServerHeader is an HTTP header sent to a tool server, with a literal
+// value or one read from a Secret at each call.
 // +kubebuilder:validation:XValidation:rule="has(self.value) != has(self.valueFrom)",message="exactly one of value and valueFrom must be set"
 type ToolServerHeader struct {
 	// name is the header's name.
@@ -85,19 +86,21 @@ type ToolCache string
 const (
 	// ToolCacheNone calls the tool every time.
 	ToolCacheNone ToolCache = "None"
-	// ToolCacheSession answers identical calls (same tool, same arguments) once per Session.
+	// ToolCacheSession answers identical calls (same tool, same arguments) once
+	// per Session.
 	ToolCacheSession ToolCache = "Session"
 )
 
-// Tool is a tool the journey's agents may call: one of an MCP server's tools, or a
-// builtin tool computed by CEL.
+// Tool is a tool the journey's agents may call: one of an MCP server's
+// tools, or a builtin tool computed by CEL.
 // +kubebuilder:validation:XValidation:rule="has(self.server) != has(self.builtin)",message="exactly one of server and builtin must be set"
 // +kubebuilder:validation:XValidation:rule="!has(self.serverTool) || has(self.server)",message="serverTool needs server"
 type Tool struct {
 	// name is the name agents see; unique in the journey.
 	// +required
 	Name ToolName `json:"name"`
-	// description tells agents what the tool does. Defaults to the server's description.
+	// description tells agents what the tool does. Defaults to the server's
+	// description.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Description string `json:"description,omitempty"`
@@ -109,26 +112,29 @@ type Tool struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	ServerTool string `json:"serverTool,omitempty"`
-	// builtin computes the tool's result offline with a CEL expression over args and
-	// context.
+	// builtin computes the tool's result offline with a CEL expression over args
+	// and context.
 	// +optional
 	Builtin *BuiltinTool `json:"builtin,omitempty"`
-	// approval is when a call waits for a person: Never, Always or IfDestructive.
+	// approval is when a call waits for a person: Never, Always or
+	// IfDestructive.
 	// +optional
 	// +kubebuilder:default=IfDestructive
 	Approval ToolApproval `json:"approval,omitempty"`
-	// when is a CEL expression over args and context; when set, a call needs approval
-	// only when it is true.
+	// when is a CEL expression over args and context; when set, a call needs
+	// approval only when it is true.
 	// +optional
 	When Expression `json:"when,omitempty"`
-	// requires lists context keys that must be present before the tool is called; a
-	// call without them is refused with a Tool failure and never reaches the server.
+	// requires lists context keys that must be present before the tool is
+	// called; a call without them is refused with a Tool failure and never
+	// reaches the server.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=253
 	Requires []string `json:"requires,omitempty"`
-	// cache is None or Session: identical calls (same arguments) answered once per Session.
+	// cache is None or Session: identical calls (same arguments) answered once
+	// per Session.
 	// +optional
 	// +kubebuilder:default=None
 	Cache ToolCache `json:"cache,omitempty"`
@@ -136,25 +142,27 @@ type Tool struct {
 
 // BuiltinTool is a tool computed offline.
 type BuiltinTool struct {
-	// expression is a CEL expression over args and context giving the tool's result.
+	// expression is a CEL expression over args and context giving the tool's
+	// result.
 	// +required
 	Expression Expression `json:"expression"`
 }
 
-// BuiltinToolCall is a tool call the builtin provider makes in a pathway turn.
+// BuiltinToolCall is a tool call the builtin provider makes in a pathway
+// turn.
 type BuiltinToolCall struct {
 	// tool is the tool to call; it must be in the pathway's tools.
 	// +required
 	Tool ToolName `json:"tool"`
-	// args is a CEL expression giving the arguments, an object, over message, context,
-	// inputs, session and tools (the results of the turn's earlier calls, by tool name).
-	// Defaults to {}.
+	// args is a CEL expression giving the arguments, an object, over message,
+	// context, inputs, session and tools (the results of the turn's earlier
+	// calls, by tool name). Defaults to {}.
 	// +optional
 	Args Expression `json:"args,omitempty"`
 }
 
-// DiscoveredTool is a tool a journey's servers offer, as the Journey controller last
-// listed it.
+// DiscoveredTool is a tool a journey's servers offer, as the Journey
+// controller last listed it.
 type DiscoveredTool struct {
 	// name is the tool's name in the journey.
 	// +required
@@ -168,7 +176,8 @@ type DiscoveredTool struct {
 	// readOnly is the server's hint that the tool changes nothing.
 	// +optional
 	ReadOnly bool `json:"readOnly,omitempty"`
-	// destructive is the server's hint that the tool may change or delete things.
+	// destructive is the server's hint that the tool may change or delete
+	// things.
 	// +optional
 	Destructive bool `json:"destructive,omitempty"`
 }
@@ -178,13 +187,15 @@ type DiscoveredTool struct {
 type ToolCallState string
 
 const (
-	// ToolCallPending: the call is journaled and not answered yet (it may be waiting for approval).
+	// ToolCallPending: the call is journaled and not answered yet (it may be
+	// waiting for approval).
 	ToolCallPending ToolCallState = "Pending"
 	// ToolCallDone: the tool answered.
 	ToolCallDone ToolCallState = "Done"
 	// ToolCallFailed: the call failed or was refused before it reached the tool.
 	ToolCallFailed ToolCallState = "Failed"
-	// ToolCallRejected: an approver rejected the call; the tool received nothing.
+	// ToolCallRejected: an approver rejected the call; the tool received
+	// nothing.
 	ToolCallRejected ToolCallState = "Rejected"
 )
 
@@ -217,11 +228,12 @@ type ToolCallRecord struct {
 	Cached bool `json:"cached,omitempty"`
 }
 
-// ToolCallProgress is a tool call of the turn in progress: the write-ahead record the
-// call is made from, and its result once journaled.
+// ToolCallProgress is a tool call of the turn in progress: the write-ahead
+// record the call is made from, and its result once journaled.
 type ToolCallProgress struct {
 	ToolCallRecord `json:",inline"`
-	// awaitingApproval says the call waits for an approval naming its id in spec.approvals.
+	// awaitingApproval says the call waits for an approval naming its id in
+	// spec.approvals.
 	// +optional
 	AwaitingApproval bool `json:"awaitingApproval,omitempty"`
 	// idempotencyKey is sent with the call; a retried call sends the same key.
@@ -239,7 +251,8 @@ type ToolCallProgress struct {
 	Result *apiextensionsv1.JSON `json:"result,omitempty"`
 }
 
-// ToolCacheEntry is the result of a cached tool call, reused for identical calls.
+// ToolCacheEntry is the result of a cached tool call, reused for identical
+// calls.
 type ToolCacheEntry struct {
 	// tool is the tool called.
 	// +required
@@ -256,12 +269,14 @@ type ToolCacheEntry struct {
 
 // The Journey condition about its tools, and its reasons.
 const (
-	// ConditionToolsAvailable says whether every server tool the journey declares was
-	// found on its server.
+	// ConditionToolsAvailable says whether every server tool the journey
+	// declares was found on its server.
 	ConditionToolsAvailable = "ToolsAvailable"
-	// ReasonToolsDiscovered: every declared server tool was listed by its server.
+	// ReasonToolsDiscovered: every declared server tool was listed by its
+	// server.
 	ReasonToolsDiscovered = "ToolsDiscovered"
-	// ReasonToolServerUnreachable: a tool server could not be listed; tried again later.
+	// ReasonToolServerUnreachable: a tool server could not be listed; tried
+	// again later.
 	ReasonToolServerUnreachable = "ToolServerUnreachable"
 	// ReasonToolMissing: a declared tool is not among its server's tools.
 	ReasonToolMissing = "ToolMissing"

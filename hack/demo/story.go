@@ -30,7 +30,7 @@ func tellStories(ctx context.Context, k kubectl) error {
 // applySamples applies the samples and waits for their Journeys to be Ready.
 func applySamples(k kubectl) error {
 	say("Applying the sample journeys, pathways and sessions")
-	if err := k.show("apply", "-k", "config/samples"); err != nil {
+	if err := k.show("apply", "-k", "config/samples", "-n", "default"); err != nil {
 		return err
 	}
 	for _, j := range []string{"healthcare-referral", "review-loop"} {

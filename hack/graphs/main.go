@@ -40,7 +40,7 @@ func run() error {
 		return err
 	}
 	defer c.Stop()
-	if _, err := c.Kubectl("apply", "-k", "config/samples"); err != nil {
+	if _, err := c.Kubectl("apply", "-k", "config/samples", "-n", "default"); err != nil {
 		return err
 	}
 	conceptsPath := filepath.Join(root, "docs", "concepts.md")

@@ -53,14 +53,8 @@ func journey(t *testing.T, ns string, args ...string) string {
 func namespace(t *testing.T, name string) {
 	t.Helper()
 	kubectl(t, "create", "namespace", name)
-	// The samples name the default namespace; move them.
-	rendered := kubectl(t, "kustomize", "config/samples")
-	rendered = strings.ReplaceAll(rendered, "\n  namespace: default\n", "\n  namespace: "+name+"\n")
-	kdir := t.TempDir()
-	if err := os.WriteFile(kdir+"/rendered.yaml", []byte(rendered), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	kubectl(t, "apply", "-f", kdir+"/rendered.yaml")
+	// The samples name no namespace: -n puts them where the user says.
+	kubectl(t, "apply", "-k", "config/samples", "-n", name)
 	for _, j := range []string{"healthcare-referral", "review-loop", "planning", "delivery-pipeline"} {
 		kubectl(t, "-n", name, "wait", "--for=condition=Ready", "--timeout=30s", "journey/"+j)
 	}

@@ -16,13 +16,20 @@ import (
 // k is the client of the package's control plane, started once in TestMain.
 var k client.Client
 
-// ns is the namespace the table tests create their objects in; the samples use default.
-const ns = "validation"
+// ns is the namespace the table tests create their objects in; samplesNamespace is the
+// one the samples go to (they name none themselves).
+const (
+	ns               = "validation"
+	samplesNamespace = "samples"
+)
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, func(env *testenv.Environment) error {
 		k = env.Client
-		return env.CreateNamespace(ns)
+		if err := env.CreateNamespace(ns); err != nil {
+			return err
+		}
+		return env.CreateNamespace(samplesNamespace)
 	})
 }
 

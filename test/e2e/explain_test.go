@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/journeyops/journey-operator/internal/testenv"
+)
+
+// TestExplainKeepsDescriptionLines runs kubectl explain on every object of the three
+// kinds' schemas and checks that each line of each description is shown whole:
+// kubectl explain wraps descriptions at 76 columns and keeps the line breaks of the
+// API's Go comments, so a longer line would come out broken in two, ragged.
+func TestExplainKeepsDescriptionLines(t *testing.T) {
+	for _, plural := range []string{"journeys", "pathways", "sessions"} {
+		crd := testenv.Manifests(t, filepath.Join(testenv.RepoRoot(), "config", "crd", "bases", "flow.journey.dev_"+plural+".yaml"))[0]
+		versions, _ := crd.Object["spec"].(map[string]any)["versions"].([]any)
+		schema := versions[0].(map[string]any)["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)
+		for _, n := range objectNodes(plural, schema) {
+			out := kubectl(t, "explain", n.path)
+			shown := map[string]bool{}
+			for _, l := range strings.Split(out, "\n") {
+				shown[strings.TrimSpace(l)] = true
+			}
+			for _, d := range n.descriptions {
+				for _, l := range strings.Split(d, "\n") {
+					if l = strings.TrimSpace(l); l != "" && !shown[l] {
+						t.Errorf("kubectl explain %s does not show the description line %q whole:\n%s", n.path, l, out)
+					}
+				}
+			}
+		}
+	}
+}
+
+// node is a path for kubectl explain and the descriptions it shows: the object's own
+// and those of its fields.
+type node struct {
+	path         string
+	descriptions []string
+}
+
+// isCondition tells a list of metav1.Condition, described by Kubernetes.
+func isCondition(schema map[string]any) bool {
+	items, _ := schema["items"].(map[string]any)
+	props, _ := items["properties"].(map[string]any)
+	_, ok := props["lastTransitionTime"]
+	return ok && len(props) == 6
+}
+
+// objectNodes lists the objects of schema under path (metadata and conditions excepted), arrays of
+// objects included as kubectl explain names them: by the array field.
+func objectNodes(path string, schema map[string]any) []node {
+	props, _ := schema["properties"].(map[string]any)
+	if items, ok := schema["items"].(map[string]any); ok {
+		props, _ = items["properties"].(map[string]any)
+	}
+	if len(props) == 0 {
+		return nil
+	}
+	n := node{path: path}
+	if d, ok := schema["description"].(string); ok {
+		n.descriptions = append(n.descriptions, d)
+	}
+	names := make([]string, 0, len(props))
+	for name := range props {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	nodes := []node{}
+	for _, name := range names {
+		p := props[name].(map[string]any)
+		if name == "apiVersion" || name == "kind" {
+			continue // described by Kubernetes, not by this API
+		}
+		if d, ok := p["description"].(string); ok {
+			n.descriptions = append(n.descriptions, d)
+		}
+		if name != "metadata" && !isCondition(p) {
+			nodes = append(nodes, objectNodes(path+"."+name, p)...)
+		}
+	}
+	return append([]node{n}, nodes...)
+}
