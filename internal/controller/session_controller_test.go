@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -338,16 +337,16 @@ func TestSuspendCancelAndTTL(t *testing.T) {
 	})
 }
 
-var _ = ctrl.Request{}
-
-// A Session waiting for input times out at its deadline with no edit and no restart:
-// the reconcile that leaves it waiting is requeued at limits.sessionTimeout.
-func TestSessionTimesOutWhileWaiting(t *testing.T) {
+// waitingHealthcare runs the healthcare sample with its Journey's limits changed by
+// limits, sends its first message, and returns the Session once it waits for the next
+// one, not blocked.
+func waitingHealthcare(t *testing.T, limits func(*flowv1.Limits)) (string, *flowv1.Session) {
+	t.Helper()
 	ns := newNamespace(t)
 	startManager(t, ns, Options{})
 	s, _ := loadSample(t, ns, "healthcare-referral.yaml", func(o client.Object) {
 		if j, ok := o.(*flowv1.Journey); ok {
-			j.Spec.Limits.SessionTimeout = &metav1.Duration{Duration: 3 * time.Second}
+			limits(&j.Spec.Limits)
 		}
 	})
 	create(t, s)
@@ -361,7 +360,17 @@ func TestSessionTimesOutWhileWaiting(t *testing.T) {
 	if reason, blocked := engine.Blocked(&waiting.Status); blocked {
 		t.Fatalf("blocked before the deadline: %s", reason)
 	}
-	got := settled(t, ns, s.Name, func(s *flowv1.Session) error {
+	return ns, waiting
+}
+
+// A Session waiting for input times out at its deadline with no edit and no restart:
+// the reconcile that leaves it waiting is requeued at limits.sessionTimeout.
+func TestSessionTimesOutWhileWaiting(t *testing.T) {
+	ns, waiting := waitingHealthcare(t, func(l *flowv1.Limits) {
+		l.SessionTimeout = &metav1.Duration{Duration: 3 * time.Second}
+	})
+
+	got := settled(t, ns, waiting.Name, func(s *flowv1.Session) error {
 		if reason, blocked := engine.Blocked(&s.Status); !blocked || reason != flowv1.ReasonSessionTimeout {
 			return fmt.Errorf("not timed out yet (blocked %v, %q)", blocked, reason)
 		}
