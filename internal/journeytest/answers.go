@@ -83,6 +83,9 @@ type script struct {
 	step    int // 1-based
 	answers []Answer
 	used    int
+	// tools and caseTools are the scripted results of server tools: the step's and
+	// the test's.
+	tools, caseTools []ToolResult
 }
 
 func (s *script) answer(eff *engine.Effect) (reply, error) {
@@ -90,6 +93,12 @@ func (s *script) answer(eff *engine.Effect) (reply, error) {
 		// A builtin tool is pure: it is computed, as the controller computes it.
 		resp, err := builtin.CallTool(*eff.Tool)
 		return reply{resp: resp, err: err}, nil
+	}
+	if eff.Kind == flowv1.EffectCallTool && eff.Tool != nil && !s.nextIsToolAnswer(eff) {
+		if r, ok := s.scriptedTool(eff); ok {
+			return r, nil
+		}
+		return reply{}, &MissingToolResultError{Step: s.step, Tool: eff.Tool.Tool, Args: eff.Tool.Args}
 	}
 	if s.used >= len(s.answers) {
 		return reply{}, &MissingAnswerError{Step: s.step, Effect: protocol.Describe(eff), Kind: eff.Kind, Given: len(s.answers)}

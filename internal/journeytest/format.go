@@ -45,6 +45,9 @@ type Case struct {
 	Start string `json:"start,omitempty"`
 	// InitialContext is the Session's spec.initialContext.
 	InitialContext *apiextensionsv1.JSON `json:"initialContext,omitempty"`
+	// Tools are scripted results of the journey's server tools, for every step: a
+	// tool call is answered by the first that matches it (a step's own tools first).
+	Tools []ToolResult `json:"tools,omitempty"`
 	// Steps are sent one after the other; the Session settles after each.
 	Steps []Step `json:"steps"`
 	// Manifests are the Journey and Pathway manifests: paths of multi-document YAML
@@ -113,6 +116,9 @@ type Step struct {
 	// Answers are the recorded answers of the remote (openai) agents the step calls,
 	// in call order.
 	Answers []Answer `json:"answers,omitempty"`
+	// Tools are scripted results of server tools for this step, tried before the
+	// test's tools.
+	Tools []ToolResult `json:"tools,omitempty"`
 	// Expect is checked once the Session has settled.
 	Expect *Expect `json:"expect,omitempty"`
 }
@@ -444,6 +450,9 @@ func (c *Case) check() error {
 			return fmt.Errorf("start: %w", err)
 		}
 	}
+	if err := checkTools("tools", c.Tools); err != nil {
+		return err
+	}
 	for i := range c.Steps {
 		if err := c.Steps[i].check(fmt.Sprintf("steps[%d]", i)); err != nil {
 			return err
@@ -493,6 +502,9 @@ func (s *Step) check(where string) error {
 		if err := s.Answers[j].check(fmt.Sprintf("%s.answers[%d]", where, j)); err != nil {
 			return err
 		}
+	}
+	if err := checkTools(where+".tools", s.Tools); err != nil {
+		return err
 	}
 	if s.Expect != nil {
 		return s.Expect.checkFormat(where + ".expect")

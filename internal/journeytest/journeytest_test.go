@@ -496,3 +496,84 @@ func TestBuiltinToolsNeedNoAnswers(t *testing.T) {
 		t.Fatalf("a changed answer passed: %s", r.Error())
 	}
 }
+
+func TestScriptedToolResults(t *testing.T) {
+	path := filepath.Join("testdata", "server-tools.yaml")
+	t.Run("scripted results reach outputs and reply", func(t *testing.T) {
+		r := Run(load(t, path))
+		if r.Failed() {
+			t.Fatalf("%s\nlast turn: %+v", r.Error(), r.Status.LastTurn)
+		}
+		if got := r.Steps[0].Effects; len(got) != 2 || got[0] != "CallTool of tool find_doctors" || got[1] != "CallTool of tool book_slot" {
+			t.Fatalf("effects %q", got)
+		}
+	})
+	t.Run("a result that does not match the expectations fails", func(t *testing.T) {
+		c := load(t, path)
+		c.Tools[2].Result = json.RawMessage(`{"booking_id":"b-9","slot":"2026-12-01T09:00"}`)
+		r := Run(c)
+		for _, w := range []string{`reply: want it to contain "Booked b-1 with Dr. Lee.", got "Booked b-9 with Dr. Lee."`, `context.booking.booking_id: want "b-1", got "b-9"`} {
+			if !strings.Contains(r.Error(), w) {
+				t.Errorf("the report lacks %q: %s", w, r.Error())
+			}
+		}
+	})
+	t.Run("args select the result", func(t *testing.T) {
+		c := load(t, path)
+		c.Steps[0].Message.Text = "A general check-up."
+		c.Steps[0].Expect = &Expect{Fields: map[string]any{
+			"lastTurn.toolCalls[1].state": "Failed", "lastTurn.toolCalls[1].error": "the slot is no longer free",
+		}}
+		r := Run(c)
+		if r.Failed() {
+			t.Fatal(r.Error())
+		}
+	})
+	t.Run("a step's tools come first", func(t *testing.T) {
+		c := load(t, path)
+		c.Steps[0].Tools = []ToolResult{{Tool: "book_slot", Result: json.RawMessage(`{"booking_id":"b-2"}`)}}
+		if r := Run(c); !strings.Contains(r.Error(), `got "Booked b-2 with Dr. Lee."`) {
+			t.Fatalf("got %s", r.Error())
+		}
+	})
+	t.Run("a call without a result stops the step", func(t *testing.T) {
+		c := load(t, path)
+		c.Tools = c.Tools[:1]
+		r := Run(c)
+		var missing *MissingToolResultError
+		if !errors.As(r.Steps[0].Err, &missing) || missing.Tool != "book_slot" {
+			t.Fatalf("want a missing tool result, got %v", r.Error())
+		}
+		for _, w := range []string{`tool book_slot with arguments {"doctor_id":"dr-lee","slot":"2026-12-01T09:00"}`, "under tools (or steps[0].tools)"} {
+			if !strings.Contains(r.Error(), w) {
+				t.Errorf("the report lacks %q: %s", w, r.Error())
+			}
+		}
+	})
+	t.Run("a recorded CallTool answer is used first", func(t *testing.T) {
+		c := load(t, path)
+		c.Steps[0].Answers = []Answer{{Kind: flowv1.EffectCallTool, Answer: json.RawMessage(`{"result":{"doctors":[{"id":"dr-lee","name":"Dr. Who","slots":["x"]}]}}`)}}
+		c.Steps[0].Expect = &Expect{Reply: &TextMatch{Contains: []string{"with Dr. Who."}}}
+		c.Tools[2].Args = nil
+		if r := Run(c); r.Failed() {
+			t.Fatal(r.Error())
+		}
+	})
+}
+
+func TestToolResultFormat(t *testing.T) {
+	for src, want := range map[string]string{
+		"tools: [{tool: a}]":                      "tools[0]: give exactly one of result and error",
+		"tools: [{result: 1}]":                    "tools[0].tool: name the tool",
+		"tools: [{tool: a, result: 1, error: x}]": "tools[0]: give exactly one of result and error",
+		"tools: [{tool: a, results: 1}]":          `unknown field "results"`,
+	} {
+		_, err := Parse([]byte(src + "\nmanifests: [x.yaml]\nsteps: [{message: hi}]\n"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want %q", src, err, want)
+		}
+	}
+	if _, err := Parse([]byte("manifests: [x.yaml]\nsteps: [{message: hi, tools: [{tool: a}]}]\n")); err == nil || !strings.Contains(err.Error(), "steps[0].tools[0]") {
+		t.Errorf("step tools: %v", err)
+	}
+}

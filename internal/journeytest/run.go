@@ -153,7 +153,9 @@ func (c *Case) newSession(snap *engine.Snapshot) (*session, error) {
 	if c.InitialContext != nil {
 		spec.InitialContext = c.InitialContext.DeepCopy()
 	}
-	return newSession(snap, c.Session.Name, c.Session.UID, start, spec), nil
+	s := newSession(snap, c.Session.Name, c.Session.UID, start, spec)
+	s.tools = c.Tools
+	return s, nil
 }
 
 // play runs the steps on s. answers, when set, answers the effects instead of the
@@ -183,7 +185,7 @@ func (s *session) describe(step *Step) string {
 func (s *session) run(i int, step *Step, answers answerer) StepResult {
 	begin := time.Now()
 	sr := StepResult{Index: i + 1, Name: step.Name, Input: s.describe(step)}
-	sc := &script{step: i + 1, answers: step.Answers}
+	sc := &script{step: i + 1, answers: step.Answers, tools: step.Tools, caseTools: s.tools}
 	a := answerer(sc)
 	if answers != nil {
 		a = answers

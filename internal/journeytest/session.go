@@ -51,6 +51,8 @@ type session struct {
 	spec       flowv1.SessionSpec
 	st         *flowv1.SessionStatus
 	started    bool
+	// tools are the test's scripted results of server tools.
+	tools []ToolResult
 }
 
 func newSession(snap *engine.Snapshot, name, uid string, start time.Time, spec flowv1.SessionSpec) *session {
