@@ -110,8 +110,11 @@ func (s *script) answer(eff *engine.Effect) (reply, error) {
 		return reply{}, fmt.Errorf("the engine called an LLM agent (%s) but %s is a %s answer", protocol.Describe(eff), where, a.Kind)
 	}
 	agentName := ""
-	if len(eff.Agents) > 0 {
+	switch {
+	case len(eff.Agents) > 0:
 		agentName = string(eff.Agents[0].Name)
+	case eff.Tool != nil:
+		agentName = eff.Tool.Tool // a tool call's answer names the tool
 	}
 	if a.Agent != "" && a.Agent != agentName {
 		return reply{}, fmt.Errorf("the engine called %s but %s is for agent %s", protocol.Describe(eff), where, a.Agent)

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/revision"
 	protocol "github.com/journeyops/journey-operator/internal/session"
 )
 
@@ -45,6 +46,11 @@ type Case struct {
 	Start string `json:"start,omitempty"`
 	// InitialContext is the Session's spec.initialContext.
 	InitialContext *apiextensionsv1.JSON `json:"initialContext,omitempty"`
+	// ServerTools pins the journey's server tools as their servers listed them (input
+	// schema, read-only and destructive hints), by tool name, as the Journey
+	// controller pins them in a revision: arguments are checked against the schemas.
+	// Recorded tests set it; without it no schema is checked.
+	ServerTools map[string]*revision.ToolSchema `json:"serverTools,omitempty"`
 	// Tools are scripted results of the journey's server tools, for every step: a
 	// tool call is answered by the first that matches it (a step's own tools first).
 	Tools []ToolResult `json:"tools,omitempty"`

@@ -61,6 +61,7 @@ func (l *LiveSession) journal() (records []flowv1.EffectRecord, complete bool) {
 // out, per step.
 type journalAnswers struct {
 	records  []flowv1.EffectRecord
+	uid      string // the Session's, which its tool calls' idempotency keys carry
 	taken    []bool
 	complete bool
 	step     int
@@ -78,7 +79,31 @@ func (j *journalAnswers) answer(eff *engine.Effect) (reply, error) {
 			return reply{record: r.DeepCopy()}, nil
 		}
 	}
+	if eff.Kind == flowv1.EffectCallTool && eff.Tool != nil {
+		if r, ok := j.toolCall(eff); ok {
+			return r, nil
+		}
+	}
 	return reply{}, &MissingAnswerError{Step: j.step, Effect: protocol.Describe(eff), Kind: eff.Kind, Journal: true, Complete: j.complete}
+}
+
+// toolCall answers the tool call eff with the oldest journaled answer to the same call
+// (the same tool and arguments) that the Session numbered otherwise: its record, under
+// the call id and input hash of eff, so the engine applies it to eff's call. No server
+// is called.
+func (j *journalAnswers) toolCall(eff *engine.Effect) (reply, bool) {
+	for i := range j.records {
+		r := &j.records[i]
+		if j.taken[i] || !engine.SameToolCall(r, j.uid, *eff.Tool) {
+			continue
+		}
+		j.taken[i] = true
+		rec := r.DeepCopy()
+		rec.ToolCall, rec.InputHash = eff.Tool.ID, eff.InputHash
+		j.used[j.step] = append(j.used[j.step], *rec)
+		return reply{record: rec}, true
+	}
+	return reply{}, false
 }
 
 // simulation is a live Session's inputs run through today's engine offline.
@@ -120,7 +145,7 @@ func simulate(l *LiveSession) (*simulation, error) {
 	s := newSession(snap, sess.Name, string(sess.UID), start, spec)
 	sim := &simulation{live: l, data: data, answers: map[int][]flowv1.EffectRecord{}}
 	records, complete := l.journal()
-	ja := &journalAnswers{records: records, complete: complete, used: sim.answers}
+	ja := &journalAnswers{records: records, uid: string(sess.UID), complete: complete, used: sim.answers}
 
 	msgs, outs, apprs := sess.Spec.Messages, sess.Spec.Outcomes, sess.Spec.Approvals
 	next := func() (Step, bool) {
@@ -280,6 +305,7 @@ func statusDivergence(live, sim *flowv1.SessionStatus) string {
 		{"transitions", live.Transitions, sim.Transitions},
 		{"lastTurn.finishReason", lf, sf},
 		{"lastTurn.assistantText", lt, stx},
+		{"lastTurn.toolCalls", lastToolCalls(live), lastToolCalls(sim)},
 		{"lastDecision", decision(live), decision(sim)},
 		{"Stalled reason", stalled(live), stalled(sim)},
 		{"usage", live.Usage, sim.Usage},
@@ -300,6 +326,21 @@ func statusDivergence(live, sim *flowv1.SessionStatus) string {
 		return fmt.Sprintf("%s: the Session has %s, today's engine gives %s", p, describeValue(a), describeValue(b))
 	}
 	return ""
+}
+
+// lastToolCalls are the tool calls of the status's last turn, nil for none, without
+// their ids: an id carries the step the call was planned at, and a replay numbers its
+// steps anew.
+func lastToolCalls(st *flowv1.SessionStatus) []flowv1.ToolCallRecord {
+	if st.LastTurn == nil {
+		return nil
+	}
+	var out []flowv1.ToolCallRecord
+	for _, c := range st.LastTurn.ToolCalls {
+		c.ID = ""
+		out = append(out, c)
+	}
+	return out
 }
 
 type absent struct{}

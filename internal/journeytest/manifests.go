@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -68,6 +69,9 @@ func (c *Case) Resolve() error {
 	data, err := objs.resolve(j)
 	if err != nil {
 		return err
+	}
+	if len(c.ServerTools) > 0 {
+		data.Tools = maps.Clone(c.ServerTools)
 	}
 	c.Data = data
 	return nil

@@ -75,6 +75,7 @@ func Record(l *LiveSession) (*Case, []string, error) {
 		Revision:    l.Revision,
 		Session:     SessionMeta{Name: sess.Name, UID: string(sess.UID)},
 		Start:       creation(sess),
+		ServerTools: sim.data.Tools,
 	}
 	if sess.Spec.InitialContext != nil {
 		c.InitialContext = sess.Spec.InitialContext.DeepCopy()
@@ -200,10 +201,13 @@ func finalExpect(e *Expect, st *flowv1.SessionStatus) *Expect {
 	if c := apimeta.FindStatusCondition(st.Conditions, flowv1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
 		e.Stalled = c.Reason
 	}
+	expectToolCalls(e, st.LastTurn)
 	if st.Context != nil {
 		var ctx map[string]any
 		if err := json.Unmarshal(st.Context.Raw, &ctx); err == nil && len(ctx) > 0 {
-			e.Fields = map[string]any{}
+			if e.Fields == nil {
+				e.Fields = map[string]any{}
+			}
 			for k, v := range ctx {
 				p := path{{name: "context"}, {name: k}}
 				e.Fields[p.String()] = v
@@ -211,6 +215,20 @@ func finalExpect(e *Expect, st *flowv1.SessionStatus) *Expect {
 		}
 	}
 	return e
+}
+
+// expectToolCalls expects the tool and state of each tool call of the last turn lt.
+func expectToolCalls(e *Expect, lt *flowv1.TurnOutcome) {
+	if lt == nil || len(lt.ToolCalls) == 0 {
+		return
+	}
+	if e.Fields == nil {
+		e.Fields = map[string]any{}
+	}
+	for i, c := range lt.ToolCalls {
+		e.Fields[fmt.Sprintf("lastTurn.toolCalls[%d].tool", i)] = c.Tool
+		e.Fields[fmt.Sprintf("lastTurn.toolCalls[%d].state", i)] = string(c.State)
+	}
 }
 
 // ReplayReport says whether today's engine does what a live Session did.
