@@ -1,0 +1,57 @@
+package toolview
+
+import (
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+)
+
+func TestOf(t *testing.T) {
+	digest := "382e9ff7f4951939baac9031730711186f77e901358272c55a67fa3c93dd97f9"
+	st := &flowv1.SessionStatus{
+		CurrentPathway: "book",
+		History:        []flowv1.HistoryEntry{{Step: 1, From: "intake", To: "search"}, {Step: 6, From: "search", To: "book"}},
+		Journal: []flowv1.EffectRecord{
+			{Kind: flowv1.EffectRunPathway, Agent: "writer"},
+			{Kind: flowv1.EffectCallTool, ToolCall: "t-2-0", Agent: "find_doctors", Result: flowv1.AgentResult{DurationMs: 12}},
+			{Kind: flowv1.EffectCallTool, ToolCall: "t-3-1", Agent: "find_doctors", Result: flowv1.AgentResult{DurationMs: 7,
+				Failure: &flowv1.Failure{Source: flowv1.FailureTool, Kind: flowv1.FailureException, Message: "no such specialty"}}},
+			{Kind: flowv1.EffectCallTool, ToolCall: "t-7-0", Agent: "book_slot", Result: flowv1.AgentResult{DurationMs: 30}},
+			{Kind: "SomethingNew", ToolCall: "x"}, // another kind of record is ignored
+		},
+		LastTurn: &flowv1.TurnOutcome{Pathway: "book", MessageID: "m2", ToolCalls: []flowv1.ToolCallRecord{
+			{ID: "t-7-0", Tool: "book_slot", ArgsDigest: digest, State: flowv1.ToolCallDone, DurationMs: 30, ApprovedBy: "alice"},
+		}},
+		Turn: &flowv1.TurnProgress{Pathway: "book", MessageID: "m3", ToolCalls: []flowv1.ToolCallProgress{{
+			ToolCallRecord:   flowv1.ToolCallRecord{ID: "t-9-0", Tool: "book_slot", ArgsDigest: digest, State: flowv1.ToolCallPending},
+			AwaitingApproval: true, Args: &apiextensionsv1.JSON{Raw: []byte(`{"doctor_id":"dr-lee","slot":"2026-12-01T09:00"}`)},
+		}}},
+	}
+	got := Of(st)
+	want := []struct{ id, tool, pathway, state, dur, args, by, err string }{
+		{"t-2-0", "find_doctors", "search", "Done", "12ms", "", "", ""},
+		{"t-3-1", "find_doctors", "search", "Failed", "7ms", "", "", "no such specialty"},
+		{"t-7-0", "book_slot", "book", "Done", "30ms", "sha256:382e9ff7f495", "alice", ""},
+		{"t-9-0", "book_slot", "book", "Pending (awaiting approval)", "", `{"doctor_id":"dr-lee"…`, "", ""},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d calls: %+v", len(got), got)
+	}
+	for i, w := range want {
+		c := got[i]
+		g := []string{c.ID, c.Tool, c.Pathway, c.StateText(), c.Duration(), c.ArgsPreview(22), c.ApprovedBy, c.Error}
+		for j, v := range []string{w.id, w.tool, w.pathway, w.state, w.dur, w.args, w.by, w.err} {
+			if g[j] != v {
+				t.Errorf("call %d field %d: got %q, want %q", i, j, g[j], v)
+			}
+		}
+	}
+	if got[2].MessageID != "m2" || got[3].MessageID != "m3" {
+		t.Errorf("message ids %q, %q", got[2].MessageID, got[3].MessageID)
+	}
+	if len(Of(&flowv1.SessionStatus{})) != 0 {
+		t.Error("a Session without tool calls lists some")
+	}
+}
