@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/toolview"
 )
 
 type sessionView struct {
@@ -23,6 +24,7 @@ type sessionView struct {
 	LastTurn  *flowv1alpha1.TurnOutcome
 	Pending   *approvalItem
 	Timeline  []timelineItem
+	ToolCalls []toolview.Call
 	Messages  []messageView
 	Approvals []flowv1alpha1.Approval
 	Context   string
@@ -54,7 +56,7 @@ func (s *Server) sessionPage(w http.ResponseWriter, r *http.Request) {
 		s.apiError(w, r, "session", err)
 		return
 	}
-	v := sessionView{Session: ss, Row: rowOf(ss, s.opts.Now()), LastTurn: ss.Status.LastTurn, Timeline: timeline(ss),
+	v := sessionView{Session: ss, Row: rowOf(ss, s.opts.Now()), LastTurn: ss.Status.LastTurn, Timeline: timeline(ss), ToolCalls: toolview.Of(&ss.Status),
 		Approvals: ss.Spec.Approvals, Context: prettyJSON(ss.Status.Context), Usage: usage(ss.Status.Usage), Conds: ss.Status.Conditions}
 	if pendingDecision(ss) != nil {
 		a := approvalOf(ss)

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/toolview"
 )
 
 // phases are the Session phases, in lifecycle order, for the phase filter.
@@ -124,6 +125,8 @@ type approvalItem struct {
 	Decision                        *flowv1alpha1.DecisionRecord
 	Destinations                    []string
 	LastReply                       string
+	// Tool is the tool of a tool call waiting for approval, "" for a transition.
+	Tool string
 }
 
 func approvalOf(s *flowv1alpha1.Session) approvalItem {
@@ -141,6 +144,9 @@ func approvalOf(s *flowv1alpha1.Session) approvalItem {
 		}
 	}
 	item.Destinations = dests
+	if tool, ok := toolview.DecisionTool(d); ok {
+		item.Tool = tool
+	}
 	if lt := s.Status.LastTurn; lt != nil {
 		item.LastReply = lt.AssistantText
 	}
@@ -150,7 +156,8 @@ func approvalOf(s *flowv1alpha1.Session) approvalItem {
 // timelineItem is one entry of a Session's timeline, in step order.
 type timelineItem struct {
 	Step int64
-	// Kind is "call" (an agent call from the journal) or "transition" (history).
+	// Kind is "call" (an agent call from the journal), "tool" (a tool call) or
+	// "transition" (history).
 	Kind string
 	Time string
 	// Title is a one-line summary; Fields are labelled details.
@@ -167,7 +174,12 @@ func timeline(s *flowv1alpha1.Session) []timelineItem {
 	}
 	var items []timelineItem
 	for _, e := range s.Status.Journal {
-		items = append(items, callItem(e))
+		if e.Kind != flowv1alpha1.EffectCallTool {
+			items = append(items, callItem(e))
+		}
+	}
+	for _, c := range toolview.Of(&s.Status) {
+		items = append(items, toolItem(c))
 	}
 	for _, h := range s.Status.History {
 		items = append(items, transitionItem(h, msgs))
@@ -197,6 +209,20 @@ func callItem(e flowv1alpha1.EffectRecord) timelineItem {
 	add("Usage", usage(r.Usage))
 	if f := r.Failure; f != nil {
 		add("Failure", fmt.Sprintf("%s %s in %s: %s", f.Source, f.Kind, cmp.Or(f.Component, "unknown"), f.Message))
+	}
+	return it
+}
+
+// toolItem is a tool call of the timeline, at the step it was planned.
+func toolItem(c toolview.Call) timelineItem {
+	it := timelineItem{Step: max(c.Step, 0), Kind: "tool", Title: c.Tool + ": " + c.StateText()}
+	for _, f := range []field{
+		{"Call", c.ID}, {"Pathway", c.Pathway}, {"Arguments", c.ArgsPreview(512)}, {"Duration", c.Duration()},
+		{"Approved by", c.ApprovedBy}, {"Error", c.Error},
+	} {
+		if f.Value != "" {
+			it.Fields = append(it.Fields, f)
+		}
 	}
 	return it
 }
