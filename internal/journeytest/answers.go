@@ -57,6 +57,8 @@ type MissingAnswerError struct {
 
 func (e *MissingAnswerError) Error() string {
 	switch {
+	case e.Journal && e.Complete && e.Kind == flowv1.EffectCallTool:
+		return fmt.Sprintf("today's engine makes a tool call (%s) the Session never made: status.journal holds no answer to a call of that tool with the same arguments", e.Effect)
 	case e.Journal && e.Complete:
 		return fmt.Sprintf("today's engine calls an LLM agent (%s) with a question the Session never asked: status.journal holds no answer with its kind and input hash", e.Effect)
 	case e.Journal:

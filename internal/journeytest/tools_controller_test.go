@@ -141,10 +141,18 @@ func TestRecordAndReplayServerTools(t *testing.T) {
 		t.Errorf("replay and the recorded test called the server %d times", n-calls)
 	}
 
-	// The replay does check the tool calls: a Session whose journal says the booking
-	// failed diverges from what it shows.
-	l.Session.Status.LastTurn.ToolCalls[1].ApprovedBy = "mallory"
-	if rep, err := Replay(l); err != nil || rep.Step == 0 || !strings.Contains(rep.Detail, "status.lastTurn.toolCalls") {
+	// The replay does check the tool calls: a Session whose last turn names another
+	// approver diverges from what the journal replays.
+	changed := *l
+	changed.Session = l.Session.DeepCopy()
+	changed.Session.Status.LastTurn.ToolCalls[1].ApprovedBy = "mallory"
+	if rep, err := Replay(&changed); err != nil || rep.Step == 0 || !strings.Contains(rep.Detail, "status.lastTurn.toolCalls") {
 		t.Fatalf("a changed tool call replays without divergence: %v, %+v", err, rep)
+	}
+	// A journaled answer only answers the same call: other arguments find none.
+	changed.Session = l.Session.DeepCopy()
+	changed.Session.Spec.Messages[0].Text = "I need a skin check."
+	if rep, err := Replay(&changed); err != nil || rep.Step != 2 || !strings.Contains(rep.Detail, "makes a tool call (CallTool of tool find_doctors) the Session never made") {
+		t.Fatalf("a call with other arguments was answered from the journal: %v, %+v", err, rep)
 	}
 }
