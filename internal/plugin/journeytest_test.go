@@ -148,3 +148,25 @@ func TestRecordAndReplayCommands(t *testing.T) {
 		t.Fatalf("record of a missing Session: %v", err)
 	}
 }
+
+// `kubectl journey test` runs a journey whose tools live on an MCP server with the
+// test's scripted results, and fails when a result does not give what the test expects.
+func TestTestCommandScriptsToolResults(t *testing.T) {
+	src := filepath.Join(testenv.RepoRoot(), "internal", "journeytest", "testdata", "server-tools.yaml")
+	out, _, err := runJourneyCommand(t, nil, "test", src)
+	if err != nil || !strings.Contains(out, "--- PASS: server-tools (1 steps") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	raw, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := filepath.Join(t.TempDir(), "server-tools.yaml")
+	if err := os.WriteFile(changed, bytes.Replace(raw, []byte("result: {booking_id: b-1,"), []byte("result: {booking_id: b-7,"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = runJourneyCommand(t, nil, "test", changed)
+	if err == nil || !strings.Contains(out, "--- FAIL: server-tools") || !strings.Contains(out, `got "Booked b-7 with Dr. Lee."`) {
+		t.Fatalf("a scripted result that breaks the expectations: %v\n%s", err, out)
+	}
+}
