@@ -126,7 +126,7 @@ func toolExchanges(calls []flowv1.ToolCallProgress) []agent.ToolExchange {
 		if step := c.ID[:max(0, strings.LastIndexByte(c.ID, '-'))]; step != last {
 			round, last = round+1, step
 		}
-		ex := agent.ToolExchange{Round: round, ID: c.ID, Tool: c.Tool, Arguments: "{}", Result: c.Error}
+		ex := agent.ToolExchange{Round: round, ID: c.ID, Tool: c.Tool, Arguments: "{}", Result: cmp.Or(c.Error, "tool call "+string(c.State))}
 		if c.Args != nil {
 			ex.Arguments = string(c.Args.Raw)
 		}
