@@ -180,6 +180,15 @@ func TestReActLimits(t *testing.T) {
 			t.Fatalf("tool calls %d, model asked %d, last turn %s", toolEffects(s), len(pathwayReqs(l)), dump(lt))
 		}
 	})
+	t.Run("an entry pathway stopped by a limit does not run again", func(t *testing.T) {
+		s, l := reactTools(t, func(agent.PathwayRequest) agent.PathwayResponse {
+			return asks(call("find_doctors", `{"specialty":"x"}`))
+		}, func(_ *flowv1.JourneySpec, p *flowv1.PathwaySpec) { p.RunOn = flowv1.RunOnEntry })
+		s.settle()
+		if s.st.Turns != 1 || len(pathwayReqs(l)) != MaxRepeatedToolCalls+1 || s.st.LastTurn.FinishReason != flowv1.FinishLoopDetected {
+			t.Fatalf("turns %d, model asked %d times, last turn %s", s.st.Turns, len(pathwayReqs(l)), dump(s.st.LastTurn))
+		}
+	})
 	t.Run("repeated call", func(t *testing.T) {
 		s, l := reactTools(t, func(agent.PathwayRequest) agent.PathwayResponse {
 			return asks(call("find_doctors", `{"specialty":"x"}`))

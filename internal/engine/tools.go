@@ -316,8 +316,10 @@ func (r *run) awaitingToolApproval() bool {
 	return false
 }
 
-// stopTools ends the turn on a tool limit: a Policy failure, no outputs.
+// stopTools ends the turn on a tool limit: a Policy failure, no outputs. The run
+// counts as the pathway's turn, so an entry pathway does not run again at once.
 func (r *run) stopTools(finish flowv1.FinishReason, msg string) {
+	r.st.PathwayTurns++
 	r.addFailure(flowv1.Failure{Source: flowv1.FailurePolicy, Component: "engine", Kind: flowv1.FailurePolicyKind, Message: msg})
 	r.st.LastTurn.FinishReason = finish
 }
