@@ -277,7 +277,9 @@ func TestReActLimits(t *testing.T) {
 		"max": func(results []testenv.ToolResult) testenv.Reply {
 			return callTool("find_doctors", fmt.Sprintf(`{"specialty":%q}`, specialties[min(len(results), 3)]))
 		},
-		"loop": func([]testenv.ToolResult) testenv.Reply { return callTool("find_doctors", `{"specialty":"cardiology"}`) },
+		"loop": func([]testenv.ToolResult) testenv.Reply {
+			return callTool("find_doctors", `{"specialty":"cardiology"}`)
+		},
 	})
 	startManager(t, ns, Options{})
 	startReact(t, ns, srv.URL, model.BaseURL(), func(_ *flowv1.Journey, p *flowv1.Pathway) {

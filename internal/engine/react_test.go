@@ -39,7 +39,9 @@ func call(name, args string) agent.ToolCall {
 	return agent.ToolCall{ID: "call_" + name, Name: name, Arguments: args}
 }
 
-func asks(calls ...agent.ToolCall) agent.PathwayResponse { return agent.PathwayResponse{ToolCalls: calls} }
+func asks(calls ...agent.ToolCall) agent.PathwayResponse {
+	return agent.PathwayResponse{ToolCalls: calls}
+}
 
 // final answers with the booking found in the exchanges' last result.
 func final(req agent.PathwayRequest) agent.PathwayResponse {
