@@ -13,12 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/testenv"
 	"github.com/journeyops/journey-operator/internal/tools/clinic"
+	"github.com/journeyops/journey-operator/internal/tracing"
 )
 
 // A ReAct model: the chat server plays a model that calls the clinic's tools through
@@ -397,7 +399,8 @@ func TestReActApproval(t *testing.T) {
 		return finalAnswer("result: "+results[0].Content, "")
 	}
 	model := newReactModel(t, map[string]modelScript{"no": book, "yes": book})
-	startManager(t, ns, Options{})
+	rec := tracetest.NewSpanRecorder()
+	startManager(t, ns, Options{Tracing: tracing.NewWithProcessor(rec, false)})
 	startReact(t, ns, srv.URL, model.BaseURL(), func(j *flowv1.Journey, _ *flowv1.Pathway) {
 		j.Spec.Tools[1].Approval = "" // the default, IfDestructive
 	})
@@ -447,5 +450,19 @@ func TestReActApproval(t *testing.T) {
 	}
 	if c.Calls("book_slot") != 1 || c.Bookings() != 1 {
 		t.Fatalf("book_slot calls %d, bookings %d", c.Calls("book_slot"), c.Bookings())
+	}
+	var approvals []string
+	for _, sp := range rec.Ended() {
+		if sp.Name() != "execute_tool book_slot" {
+			continue
+		}
+		for _, a := range sp.Attributes() {
+			if a.Key == tracing.AttrToolApproval {
+				approvals = append(approvals, a.Value.AsString())
+			}
+		}
+	}
+	if !slices.Equal(approvals, []string{"alice"}) {
+		t.Errorf("the book_slot span's approval attributes %v, want [alice]", approvals)
 	}
 }
