@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
@@ -292,5 +295,20 @@ func TestReActApprovals(t *testing.T) {
 	}
 	if lt.ToolCalls[0].ApprovedBy != "alice" || lt.ToolCalls[1].State != flowv1.ToolCallRejected || lt.Failures[0].Kind != flowv1.FailurePolicyKind {
 		t.Errorf("last turn %s", dump(lt))
+	}
+}
+
+func TestCallLimitsOfToolCalls(t *testing.T) {
+	d := clinicTools(nil, func(_ *flowv1.JourneySpec, p *flowv1.PathwaySpec) {
+		p.Retry = &flowv1.RetryPolicy{Limit: 4}
+		p.Timeout = &metav1.Duration{Duration: 7 * time.Second}
+	})
+	snap, err := NewSnapshot("rev", d.j, d.p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eff := newEffect(flowv1.EffectCallTool, nil, "", agent.ToolRequest{ID: "t-1-0", Tool: "copay", Pathway: "book"})
+	if attempts, timeout := snap.CallLimits(eff); attempts != 5 || timeout != 7*time.Second {
+		t.Errorf("CallLimits = %d, %s; want the pathway's 5 attempts and 7s", attempts, timeout)
 	}
 }
