@@ -27,6 +27,9 @@ import (
 // arguments are cut, which makes them invalid JSON and the call refused.
 const maxArgumentsBytes = 8192
 
+// maxModelToolCalls bounds the journaled tool calls of one model answer.
+const maxModelToolCalls = 64
+
 // cutArguments bounds a model's tool call arguments for the journal.
 func cutArguments(args string) string {
 	return truncate(args, maxArgumentsBytes)

@@ -312,3 +312,23 @@ func TestCallLimitsOfToolCalls(t *testing.T) {
 		t.Errorf("CallLimits = %d, %s; want the pathway's 5 attempts and 7s", attempts, timeout)
 	}
 }
+
+// TestModelToolCallsJournaledWithinBounds: the journal keeps at most 64 calls of one
+// answer and cuts long arguments, which then fail as invalid JSON.
+func TestModelToolCallsJournaledWithinBounds(t *testing.T) {
+	var calls []agent.ToolCall
+	for i := range 70 {
+		calls = append(calls, call(fmt.Sprintf("tool%d", i), `{}`))
+	}
+	calls[0].Arguments = `{"q":"` + strings.Repeat("x", 10000) + `"}`
+	eff := newEffect(flowv1.EffectRunPathway, []flowv1.AgentSpec{openai}, "", agent.PathwayRequest{Pathway: "p"})
+	rec := eff.Record("uid", 3, agent.PathwayResponse{ToolCalls: calls}, nil)
+	got := rec.Result.ToolCalls
+	if len(got) != maxModelToolCalls || len(got[0].Arguments) != maxArgumentsBytes || got[63].Name != "tool63" {
+		t.Fatalf("journaled %d calls, first arguments %d bytes", len(got), len(got[0].Arguments))
+	}
+	var v map[string]any
+	if json.Unmarshal([]byte(got[0].Arguments), &v) == nil {
+		t.Errorf("cut arguments still parse")
+	}
+}
