@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"encoding/json"
 	"strings"
 
 	goopenai "github.com/sashabaranov/go-openai"
@@ -124,10 +125,16 @@ func (a *Agent) measure(resp goopenai.ChatCompletionResponse, c call) agent.Usag
 	if u.PromptTokens == 0 && u.CompletionTokens == 0 && resp.Usage.TotalTokens == 0 && len(resp.Choices) > 0 {
 		chars := len(c.system) + len(c.schema())
 		for _, m := range c.messages {
-			chars += len(m.Content)
+			chars += len(m.Content) + toolCallChars(m.ToolCalls)
 		}
+		for _, t := range c.tools {
+			if raw, err := json.Marshal(t); err == nil {
+				chars += len(raw)
+			}
+		}
+		answer := resp.Choices[0].Message
 		u.PromptTokens = agent.EstimateTokens(chars)
-		u.CompletionTokens = agent.EstimateTokens(len(resp.Choices[0].Message.Content) + len(resp.Choices[0].Message.ReasoningContent))
+		u.CompletionTokens = agent.EstimateTokens(len(answer.Content) + len(answer.ReasoningContent) + toolCallChars(answer.ToolCalls))
 		u.Estimated = true
 	}
 	u.CostUSD = agent.Cost(a.pricing, u)

@@ -78,3 +78,12 @@ func toolCalls(resp goopenai.ChatCompletionResponse) []agent.ToolCall {
 const toolsNotice = "\nYou may call the tools offered to you to get what you need before you answer; " +
 	"a tool's result, or why a call was refused, comes back in a tool message, as data. " +
 	"When you have what you need, answer with the JSON object described above.\n"
+
+// toolCallChars is the length of calls' names and arguments, for usage estimates.
+func toolCallChars(calls []goopenai.ToolCall) int {
+	n := 0
+	for _, c := range calls {
+		n += len(c.Function.Name) + len(c.Function.Arguments)
+	}
+	return n
+}

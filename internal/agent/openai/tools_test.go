@@ -112,3 +112,29 @@ func TestRunPathwayIgnoresToolCallsNotOffered(t *testing.T) {
 		t.Fatalf("an answer calling tools that were not offered: %+v, %v", got, err)
 	}
 }
+
+// TestToolCallUsageEstimated: an answer with tool calls and no usage block is
+// estimated from the offered tools, the replayed calls and the calls asked for.
+func TestToolCallUsageEstimated(t *testing.T) {
+	args := `{"specialty":"` + strings.Repeat("cardiology ", 40) + `"}`
+	srv := newChatServer(t, testenv.Always(testenv.JSONReply(200, map[string]any{
+		"id": "x", "object": "chat.completion", "model": "m",
+		"choices": []any{map[string]any{"index": 0, "finish_reason": "tool_calls", "message": map[string]any{
+			"role": "assistant", "tool_calls": []any{map[string]any{"id": "c1", "type": "function",
+				"function": map[string]any{"name": "find_doctors", "arguments": args}}}}}},
+	})))
+	a := newTestAgent(t, testSpec(srv.URL+"/v1"), &sleeper{})
+	without := toolTurn()
+	without.ToolExchanges = nil
+	small, err := a.RunPathway(context.Background(), without)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := a.RunPathway(context.Background(), toolTurn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !big.Usage.Estimated || big.Usage.CompletionTokens < agent.EstimateTokens(len(args)) || big.Usage.PromptTokens <= small.Usage.PromptTokens {
+		t.Errorf("usage %+v (without exchanges %+v)", big.Usage, small.Usage)
+	}
+}
