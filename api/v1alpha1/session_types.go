@@ -531,6 +531,12 @@ type AgentResult struct {
 	// durationMs is how long a tool call took.
 	// +optional
 	DurationMs int64 `json:"durationMs,omitempty"`
+	// toolCalls are the tool calls a pathway's model answered with instead
+	// of a final answer; each is checked, then made as its own step.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	ToolCalls []ModelToolCall `json:"toolCalls,omitempty"`
 	// failure says why the call gave no usable answer (it is then unclear / no
 	// intent).
 	// +optional

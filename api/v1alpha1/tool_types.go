@@ -251,6 +251,24 @@ type ToolCallProgress struct {
 	Result *apiextensionsv1.JSON `json:"result,omitempty"`
 }
 
+// ModelToolCall is a tool call a model asked for, as journaled before it is
+// checked and made.
+type ModelToolCall struct {
+	// id is the model's id for the call.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	ID string `json:"id,omitempty"`
+	// name is the tool the model named.
+	// +required
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+	// arguments are the call's arguments as the model wrote them (JSON). Longer
+	// arguments are cut, which makes the call's arguments invalid.
+	// +optional
+	// +kubebuilder:validation:MaxLength=8192
+	Arguments string `json:"arguments,omitempty"`
+}
+
 // ToolCacheEntry is the result of a cached tool call, reused for identical
 // calls.
 type ToolCacheEntry struct {

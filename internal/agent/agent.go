@@ -58,6 +58,12 @@ type PathwayRequest struct {
 	// Tools are the results of the turn's tool calls by tool name (the builtin
 	// provider's toolCalls).
 	Tools map[string]any `json:"tools,omitempty"`
+	// ToolSpecs are the tools the agent may call in this turn, when the pathway
+	// lists tools and one remote agent runs it: the model answers either with
+	// tool calls (PathwayResponse.ToolCalls) or with the final answer.
+	ToolSpecs []ToolSpec `json:"toolSpecs,omitempty"`
+	// ToolExchanges are the turn's tool calls so far and their results, in order.
+	ToolExchanges []ToolExchange `json:"toolExchanges,omitempty"`
 }
 
 // PathwayResponse is one turn's result.
@@ -67,6 +73,9 @@ type PathwayResponse struct {
 	ResultType flowv1.ResultType `json:"resultType,omitempty"`
 	Complete   bool              `json:"complete"`
 	Usage      Usage             `json:"usage,omitzero"`
+	// ToolCalls, when set, are the tools the model asks to call before it
+	// answers; the other fields are then empty but Usage.
+	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
 }
 
 // DecisionRequest asks to choose the next pathway after an outcome.

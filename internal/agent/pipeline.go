@@ -66,6 +66,12 @@ func runSequential(ctx context.Context, agents []Agent, req PathwayRequest) (Pat
 			out.Outputs = outputs
 			return out, err
 		}
+		if len(resp.ToolCalls) > 0 {
+			// The agent asks for tools before it answers: the turn waits on them.
+			out.ToolCalls = resp.ToolCalls
+			out.Outputs = outputs
+			return out, nil
+		}
 		maps.Copy(outputs, resp.Outputs)
 		if resp.Reply != "" {
 			out.Reply = resp.Reply

@@ -1,6 +1,10 @@
 package agent
 
-import flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+import (
+	"encoding/json"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+)
 
 // ToolRequest is one tool call, as its write-ahead record in the Session holds it.
 type ToolRequest struct {
@@ -19,6 +23,11 @@ type ToolRequest struct {
 	ServerTool string             `json:"serverTool,omitempty"`
 	// Context is the Session context, for builtin tools.
 	Context map[string]any `json:"context,omitempty"`
+	// ApprovedBy is who approved the call, when it needed approval.
+	ApprovedBy string `json:"approvedBy,omitempty"`
+	// Pathway is the pathway whose turn makes the call: its retry limit and timeout
+	// bound the call.
+	Pathway string `json:"pathway,omitempty"`
 }
 
 // ToolResponse is a tool's answer.
@@ -29,4 +38,36 @@ type ToolResponse struct {
 	Error string `json:"error,omitempty"`
 	// DurationMs is how long the call took.
 	DurationMs int64 `json:"durationMs,omitempty"`
+}
+
+// ToolSpec is a tool as a model sees it: its name in the journey, what it does and
+// the JSON schema of its arguments (the input schema the revision pins; an empty one
+// for a builtin tool).
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+}
+
+// ToolCall is a tool call a model asked for.
+type ToolCall struct {
+	// ID is the model's id for the call.
+	ID   string `json:"id,omitempty"`
+	Name string `json:"name"`
+	// Arguments are the call's arguments as the model wrote them: JSON text.
+	Arguments string `json:"arguments,omitempty"`
+}
+
+// ToolExchange is one tool call of the turn so far and what came of it.
+type ToolExchange struct {
+	// Round numbers the model's answers in the turn: the calls of one answer share it.
+	Round int `json:"round"`
+	// ID names the call in the Session (t-<step>-<index>).
+	ID   string `json:"id"`
+	Tool string `json:"tool"`
+	// Arguments are the call's arguments as JSON text.
+	Arguments string `json:"arguments"`
+	// Result is what the model is told: the tool's result as JSON, or why the call
+	// was refused, rejected or failed.
+	Result string `json:"result"`
 }

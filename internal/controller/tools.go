@@ -25,7 +25,7 @@ const toolServerRetry = 30 * time.Second
 // of a Session goes through.
 func (r *SessionReconciler) callTool(ctx context.Context, namespace string, eff *engine.Effect) (any, error) {
 	start := time.Now()
-	ctx, span := tracing.StartTool(ctx, eff.Tool.Tool, eff.Tool.IdempotencyKey, "")
+	ctx, span := tracing.StartTool(ctx, eff.Tool.Tool, eff.Tool.IdempotencyKey, eff.Tool.ApprovedBy)
 	resp, err := r.Tools.CallTool(ctx, namespace, *eff.Tool)
 	result := "ok"
 	if err != nil {

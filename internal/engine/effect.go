@@ -129,6 +129,11 @@ func (e *Effect) Record(sessionUID string, step int64, resp any, err error) *flo
 			if len(r.Outputs) > 0 {
 				res.Outputs = &apiextensionsv1.JSON{Raw: encodeJSON(r.Outputs)}
 			}
+			// At most 64 calls are journaled: more than maxToolCalls allows anyway.
+			for _, c := range r.ToolCalls[:min(len(r.ToolCalls), maxModelToolCalls)] {
+				res.ToolCalls = append(res.ToolCalls, flowv1.ModelToolCall{ID: truncate(c.ID, 256), Name: truncate(c.Name, 256),
+					Arguments: cutArguments(c.Arguments)})
+			}
 		}
 	case agent.DecisionResponse:
 		res.Usage = usageOf(r.Usage)

@@ -110,7 +110,7 @@ func effectEqual(a, b *flowv1.EffectRecord) bool {
 		x.Reply == y.Reply && jsonEqual(x.Outputs, y.Outputs) && x.ResultType == y.ResultType &&
 		(x.Complete == nil) == (y.Complete == nil) && (x.Complete == nil || *x.Complete == *y.Complete) &&
 		x.Usage == y.Usage && (x.Failure == nil) == (y.Failure == nil) && (x.Failure == nil || *x.Failure == *y.Failure) &&
-		a.SpanID == b.SpanID
+		slices.Equal(x.ToolCalls, y.ToolCalls) && a.SpanID == b.SpanID
 }
 
 func outcomeEqual(a, b *flowv1.TurnOutcome) bool {

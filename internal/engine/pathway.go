@@ -56,10 +56,18 @@ func (r *run) runPathway() stageResult {
 // runRemote runs the pathway through its remote agents: it waits on their answer,
 // then applies the journaled answer.
 func (r *run) runRemote(p *flowv1.PathwaySpec, agents []flowv1.AgentSpec, req agent.PathwayRequest) stageResult {
+	if reactive(p, agents) {
+		return r.runReAct(p, agents, req)
+	}
 	rec, res := r.remote(flowv1.EffectRunPathway, agents, cmp.Or(p.Pipeline, flowv1.PipelineSequential), req)
 	if rec == nil {
 		return res
 	}
+	return r.applyAnswer(rec)
+}
+
+// applyAnswer applies the journaled final answer of the pathway's agents.
+func (r *run) applyAnswer(rec *flowv1.EffectRecord) stageResult {
 	ans := rec.Result
 	r.addUsage(ans.Usage)
 	if ans.Failure != nil {

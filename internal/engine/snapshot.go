@@ -225,6 +225,8 @@ func (s *Snapshot) CallLimits(eff *Effect) (attempts int, timeout time.Duration)
 		p = s.pathways[eff.Decision.Pathway]
 	case eff.Intent != nil:
 		p = s.pathways[eff.Intent.Pathway]
+	case eff.Tool != nil:
+		p = s.pathways[eff.Tool.Pathway]
 	}
 	if p != nil && p.Timeout != nil {
 		timeout = p.Timeout.Duration

@@ -14,6 +14,8 @@ import (
 type ToolInfo struct {
 	ReadOnly, Destructive bool
 	InputSchema           json.RawMessage
+	// Description is what the server says the tool does.
+	Description string
 }
 
 // WithServerTools returns a copy of s that knows its server tools as the revision

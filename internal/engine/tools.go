@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
@@ -216,9 +217,15 @@ func (r *run) wroteAhead(c *flowv1.ToolCallProgress) bool {
 
 // planToolCall checks a call of tool with args and appends its record to the turn:
 // Pending (a write-ahead record), Done from the Session's cache, or Failed when it is
-// refused (a tool the pathway may not call, a missing prerequisite). Limits stop the
-// turn. planned is false when the turn is over.
+// refused (a tool the pathway may not call, arguments that do not match its input
+// schema, a missing prerequisite). Limits stop the turn. planned is false when the
+// turn is over.
 func (r *run) planToolCall(p *flowv1.PathwaySpec, name string, args map[string]any, ctx map[string]any) (res stageResult, planned bool) {
+	return r.planCall(p, name, args, ctx, "")
+}
+
+// planCall is planToolCall for a call already refused when refused is set.
+func (r *run) planCall(p *flowv1.PathwaySpec, name string, args, ctx map[string]any, refused string) (res stageResult, planned bool) {
 	st := r.st
 	i := len(st.Turn.ToolCalls)
 	c := flowv1.ToolCallProgress{
@@ -226,47 +233,26 @@ func (r *run) planToolCall(p *flowv1.PathwaySpec, name string, args map[string]a
 		IdempotencyKey: fmt.Sprintf("%s-%d-%d", r.in.SessionUID, r.step, i),
 		Args:           toJSON(orEmptyMap(args)),
 	}
-	if i >= maxToolCalls(p) {
-		r.stopTools(flowv1.FinishToolCallLimit, fmt.Sprintf("the turn reached maxToolCalls %d", maxToolCalls(p)))
+	if r.toolLimit(p, name, c.ArgsDigest) {
 		return turnOver, false
 	}
-	repeats := 0
-	for _, o := range st.Turn.ToolCalls {
-		if o.Tool == name && o.ArgsDigest == c.ArgsDigest {
-			repeats++
-		}
+	if refused == "" {
+		refused = r.refusal(p, name, args, ctx)
 	}
-	if repeats >= MaxRepeatedToolCalls {
-		r.stopTools(flowv1.FinishLoopDetected, fmt.Sprintf("tool %s was called %d times with the same arguments in one turn", name, repeats+1))
-		return turnOver, false
-	}
-	tool, ok := r.snap.tool(name)
+	tool, _ := r.snap.tool(name)
 	switch {
-	case !ok || !contains(p.Tools, name):
-		c.State, c.Error = flowv1.ToolCallFailed, fmt.Sprintf("tool %q is not one of the pathway's tools", name)
+	case refused != "":
+		c.State, c.Error = flowv1.ToolCallFailed, truncate(refused, 1024)
+	case tool.Cache == flowv1.ToolCacheSession && r.cached(name, c.ArgsDigest) != nil:
+		c.State, c.Cached, c.Result = flowv1.ToolCallDone, true, r.cached(name, c.ArgsDigest).DeepCopy()
 	default:
-		for _, key := range tool.Requires {
-			if _, has := ctx[key]; !has {
-				c.State, c.Error = flowv1.ToolCallFailed, fmt.Sprintf("tool %s requires context key %q, which is not set", name, key)
-				break
-			}
-		}
-	}
-	if c.State == flowv1.ToolCallPending {
-		if err := r.snap.validateArgs(name, args); err != nil {
-			c.State, c.Error = flowv1.ToolCallFailed, truncate(err.Error(), 1024)
-		}
-	}
-	if c.State == flowv1.ToolCallPending && tool.Cache == flowv1.ToolCacheSession {
-		if hit := r.cached(name, c.ArgsDigest); hit != nil {
-			c.State, c.Cached, c.Result = flowv1.ToolCallDone, true, hit.DeepCopy()
-		}
-	}
-	if c.State == flowv1.ToolCallPending {
 		hold, err := r.needsApproval(tool, args, ctx)
 		switch {
 		case err != nil:
 			c.State, c.Error = flowv1.ToolCallFailed, truncate(fmt.Sprintf("tool %s: when: %v", name, err), 1024)
+		case hold && r.awaitingToolApproval():
+			// Another call of the turn waits for a person: this one is shown when its turn comes.
+			c.AwaitingApproval = true
 		case hold:
 			r.holdForApproval(&c)
 		}
@@ -276,8 +262,64 @@ func (r *run) planToolCall(p *flowv1.PathwaySpec, name string, args map[string]a
 	return turnOver, true
 }
 
-// stopTools ends the turn on a tool limit: a Policy failure, no outputs.
+// toolLimit stops the turn when one more call of tool with args digest would pass
+// maxToolCalls or repeat the same call too often (loop prevention).
+func (r *run) toolLimit(p *flowv1.PathwaySpec, name, digest string) bool {
+	calls := r.st.Turn.ToolCalls
+	if len(calls) >= maxToolCalls(p) {
+		r.stopTools(flowv1.FinishToolCallLimit, fmt.Sprintf("the turn reached maxToolCalls %d", maxToolCalls(p)))
+		return true
+	}
+	repeats := 0
+	for _, o := range calls {
+		if o.Tool == name && o.ArgsDigest == digest {
+			repeats++
+		}
+	}
+	if repeats >= MaxRepeatedToolCalls {
+		r.stopTools(flowv1.FinishLoopDetected, fmt.Sprintf("tool %s was called %d times with the same arguments in one turn", name, repeats+1))
+		return true
+	}
+	return false
+}
+
+// refusal says why a call of tool name with args may not be made, "" when it may: a
+// tool the pathway may not call, a missing prerequisite, arguments that do not match
+// the tool's input schema.
+func (r *run) refusal(p *flowv1.PathwaySpec, name string, args, ctx map[string]any) string {
+	tool, ok := r.snap.tool(name)
+	if !ok || !contains(p.Tools, name) {
+		names := make([]string, len(p.Tools))
+		for i, t := range p.Tools {
+			names[i] = string(t)
+		}
+		return fmt.Sprintf("tool %q is not one of the pathway's tools (%s)", name, strings.Join(names, ", "))
+	}
+	for _, key := range tool.Requires {
+		if _, has := ctx[key]; !has {
+			return fmt.Sprintf("tool %s requires context key %q, which is not set", name, key)
+		}
+	}
+	if err := r.snap.validateArgs(name, args); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// awaitingToolApproval reports whether a call of the turn waits for a person.
+func (r *run) awaitingToolApproval() bool {
+	for _, c := range r.st.Turn.ToolCalls {
+		if c.State == flowv1.ToolCallPending && c.AwaitingApproval {
+			return true
+		}
+	}
+	return false
+}
+
+// stopTools ends the turn on a tool limit: a Policy failure, no outputs. The run
+// counts as the pathway's turn, so an entry pathway does not run again at once.
 func (r *run) stopTools(finish flowv1.FinishReason, msg string) {
+	r.st.PathwayTurns++
 	r.addFailure(flowv1.Failure{Source: flowv1.FailurePolicy, Component: "engine", Kind: flowv1.FailurePolicyKind, Message: msg})
 	r.st.LastTurn.FinishReason = finish
 }
@@ -323,7 +365,8 @@ func (r *run) applyToolAnswer(c *flowv1.ToolCallProgress) bool {
 func (r *run) waitTool(c *flowv1.ToolCallProgress, ctx map[string]any) stageResult {
 	r.pending = nil // a journaled answer to another question is stale
 	args, _ := decodeJSON(c.Args)
-	req := agent.ToolRequest{ID: c.ID, Tool: c.Tool, Args: orEmptyMap(args), IdempotencyKey: c.IdempotencyKey}
+	req := agent.ToolRequest{ID: c.ID, Tool: c.Tool, Args: orEmptyMap(args), IdempotencyKey: c.IdempotencyKey,
+		ApprovedBy: c.ApprovedBy, Pathway: r.st.CurrentPathway}
 	if t, ok := r.snap.tool(c.Tool); ok {
 		if t.Builtin != nil {
 			req.Builtin, req.Context = t.Builtin.Expression, ctx

@@ -97,7 +97,7 @@ func Compile(name string, raw []byte) (*engine.Snapshot, error) {
 	if len(data.Tools) > 0 {
 		pinned := make(map[string]engine.ToolInfo, len(data.Tools))
 		for n, t := range data.Tools {
-			pinned[n] = engine.ToolInfo{Destructive: t.Destructive, ReadOnly: t.ReadOnly, InputSchema: t.InputSchema}
+			pinned[n] = engine.ToolInfo{Destructive: t.Destructive, ReadOnly: t.ReadOnly, InputSchema: t.InputSchema, Description: t.Description}
 		}
 		snap = snap.WithServerTools(pinned)
 	}

@@ -61,10 +61,13 @@ var Kinds = []*Kind{
 			return agent.RunPipeline(ctx, agents, eff.Pipeline, *eff.Pathway)
 		},
 		Decode:  decodePathway,
-		Fields:  "reply, outputs, resultType, complete and usage",
+		Fields:  "reply, outputs, resultType, complete, usage and toolCalls",
 		Example: "{reply: ..., outputs: {...}, resultType: success, complete: true}",
 		Encode: func(res *flowv1.AgentResult, usage agent.Usage) any {
 			p := PathwayAnswer{Reply: res.Reply, ResultType: res.ResultType, Complete: res.Complete, Usage: usage}
+			for _, c := range res.ToolCalls {
+				p.ToolCalls = append(p.ToolCalls, agent.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+			}
 			if res.Outputs != nil {
 				_ = json.Unmarshal(res.Outputs.Raw, &p.Outputs)
 			}
@@ -103,6 +106,8 @@ type PathwayAnswer struct {
 	ResultType flowv1.ResultType `json:"resultType,omitempty"`
 	Complete   *bool             `json:"complete,omitempty"`
 	Usage      agent.Usage       `json:"usage,omitzero"`
+	// ToolCalls are the tools a model asked to call before it answers.
+	ToolCalls []agent.ToolCall `json:"toolCalls,omitempty"`
 }
 
 func decodePathway(raw []byte) (any, error) {
@@ -110,7 +115,7 @@ func decodePathway(raw []byte) (any, error) {
 	if err := StrictJSON(raw, &p); err != nil {
 		return nil, err
 	}
-	r := agent.PathwayResponse{Reply: p.Reply, Outputs: p.Outputs, ResultType: p.ResultType, Complete: true, Usage: p.Usage}
+	r := agent.PathwayResponse{Reply: p.Reply, Outputs: p.Outputs, ResultType: p.ResultType, Complete: true, Usage: p.Usage, ToolCalls: p.ToolCalls}
 	if p.Complete != nil {
 		r.Complete = *p.Complete
 	}

@@ -184,17 +184,24 @@ func (a *Agent) RunPathway(ctx context.Context, req agent.PathwayRequest) (agent
 	if req.Message != "" {
 		msgs = append(msgs, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleUser, Content: req.Message})
 	}
-
 	c := call{
 		system:     pathwaySystem(req.Pathway, a.instructions, sig),
 		messages:   msgs,
 		schemaName: "pathway_turn", schemaKey: fieldsKey(sig.Outputs),
 		build: func() object { return pathwaySchema(sig.Outputs) },
 	}
+	if len(req.ToolSpecs) > 0 {
+		c.system += toolsNotice
+		c.tools = functionTools(req.ToolSpecs)
+		c.messages = append(c.messages, toolMessages(req.ToolExchanges)...)
+	}
 	resp, err := a.complete(ctx, c)
 	usage := a.usage(resp, c)
 	if err != nil {
 		return agent.PathwayResponse{Usage: usage}, err
+	}
+	if calls := toolCalls(resp); len(calls) > 0 && len(c.tools) > 0 {
+		return agent.PathwayResponse{ToolCalls: calls, Usage: usage}, nil
 	}
 	content, err := a.content(resp)
 	if err != nil {

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"encoding/json"
 	"strings"
 
 	goopenai "github.com/sashabaranov/go-openai"
@@ -18,6 +19,8 @@ type call struct {
 	// identifies what the schema is built from, for the schema cache.
 	schemaName, schemaKey string
 	build                 func() object
+	// tools are the functions the model may call instead of answering.
+	tools []goopenai.Tool
 }
 
 func (c call) schema() []byte { return schemas.get(c.schemaName+"\x00"+c.schemaKey, c.build) }
@@ -36,6 +39,7 @@ func (a *Agent) request(c call, r rung) goopenai.ChatCompletionRequest {
 		Messages:       mergeRoles(append(msgs, c.messages...)),
 		Temperature:    a.temperature,
 		ResponseFormat: responseFormat(r, c.schemaName, schema),
+		Tools:          c.tools,
 	}
 	if a.completionTokensField {
 		req.MaxCompletionTokens = a.maxTokens
@@ -47,11 +51,13 @@ func (a *Agent) request(c call, r rung) goopenai.ChatCompletionRequest {
 
 // mergeRoles joins consecutive messages of the same role into one, separated by a
 // blank line: chat templates that require alternating roles (the Mistral family)
-// refuse two user messages in a row with a 400.
+// refuse two user messages in a row with a 400. Tool calls and tool results are
+// never merged: each answers one call.
 func mergeRoles(msgs []goopenai.ChatCompletionMessage) []goopenai.ChatCompletionMessage {
 	out := msgs[:0:0]
 	for _, m := range msgs {
-		if n := len(out); n > 0 && out[n-1].Role == m.Role {
+		if n := len(out); n > 0 && out[n-1].Role == m.Role && m.Role != goopenai.ChatMessageRoleTool &&
+			len(m.ToolCalls) == 0 && len(out[n-1].ToolCalls) == 0 {
 			out[n-1].Content += "\n\n" + m.Content
 			continue
 		}
@@ -119,10 +125,16 @@ func (a *Agent) measure(resp goopenai.ChatCompletionResponse, c call) agent.Usag
 	if u.PromptTokens == 0 && u.CompletionTokens == 0 && resp.Usage.TotalTokens == 0 && len(resp.Choices) > 0 {
 		chars := len(c.system) + len(c.schema())
 		for _, m := range c.messages {
-			chars += len(m.Content)
+			chars += len(m.Content) + toolCallChars(m.ToolCalls)
 		}
+		for _, t := range c.tools {
+			if raw, err := json.Marshal(t); err == nil {
+				chars += len(raw)
+			}
+		}
+		answer := resp.Choices[0].Message
 		u.PromptTokens = agent.EstimateTokens(chars)
-		u.CompletionTokens = agent.EstimateTokens(len(resp.Choices[0].Message.Content) + len(resp.Choices[0].Message.ReasoningContent))
+		u.CompletionTokens = agent.EstimateTokens(len(answer.Content) + len(answer.ReasoningContent) + toolCallChars(answer.ToolCalls))
 		u.Estimated = true
 	}
 	u.CostUSD = agent.Cost(a.pricing, u)
