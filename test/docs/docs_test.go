@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/journeytest"
 	"github.com/journeyops/journey-operator/internal/localcluster"
 	"github.com/journeyops/journey-operator/internal/testenv"
 )
@@ -301,4 +303,42 @@ func (r *runner) yaml(b Block) error {
 		return err
 	}
 	return r.shell(b.File, b.Line, "kubectl apply -f - < "+strconv.Quote(path), false)
+}
+
+// TestSamplesRevisionsThroughKustomize follows a new user: the samples applied with
+// kubectl apply -k (kustomize reads their folded CEL expressions with other line
+// breaks than kubectl apply -f) get from the Journey controller the revision names
+// that kubectl journey test gives the same files, so a recorded test can point at
+// the source files.
+func TestSamplesRevisionsThroughKustomize(t *testing.T) {
+	r := newRunner(t)
+	if err := r.shell("samples", 1, "kubectl apply -k config/samples >/dev/null", false); err != nil {
+		t.Fatal(err)
+	}
+	for _, sample := range []string{"healthcare-referral", "review-loop", "planning", "delivery-pipeline"} {
+		c, err := journeytest.Load(filepath.Join(testenv.RepoRoot(), "config", "samples", "tests", sample+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Resolve(); err != nil {
+			t.Fatal(err)
+		}
+		_, offline, err := journeytest.Compile(c.Journey, c.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var j flowv1.Journey
+		testenv.Eventually(t, 30*time.Second, func() error {
+			if err := cluster.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: r.namespace, Name: sample}, &j); err != nil {
+				return err
+			}
+			if j.Status.CurrentRevision == "" {
+				return fmt.Errorf("journey %s has no revision yet", sample)
+			}
+			return nil
+		})
+		if j.Status.CurrentRevision != offline {
+			t.Errorf("journey %s: revision %s in the cluster (kubectl apply -k), %s from kubectl journey test", sample, j.Status.CurrentRevision, offline)
+		}
+	}
 }
