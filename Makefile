@@ -76,6 +76,10 @@ test: envtest chromium vet lint ## The whole test suite: lint, unit, envtest, br
 	echo "go test -race $(RACE_PKGS)" && $(GO) test -race -timeout $(TEST_TIMEOUT) $$race && \
 	echo "go test (the other packages)" && $(GO) test -timeout $(TEST_TIMEOUT) $$rest
 
+.PHONY: test-docs
+test-docs: envtest ## Run README.md and docs/*.md against a local control plane (make test runs it too).
+	KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" $(GO) test -count=1 ./test/docs/...
+
 .PHONY: bench-engine
 bench-engine: ## Engine benchmarks.
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/engine/...
