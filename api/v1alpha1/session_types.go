@@ -96,6 +96,24 @@ type SessionSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=31536000
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// limits overrides the Journey's limits for this Session: set by a person
+	// to let a Session that a cap stalled continue. A value may only be set at
+	// or above what the Session has used (the webhook refuses a lower one).
+	// +optional
+	Limits *SessionLimits `json:"limits,omitempty"`
+}
+
+// SessionLimits are the caps one Session may override.
+type SessionLimits struct {
+	// maxTurns replaces the Journey's maxTurns for this Session.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	MaxTurns int32 `json:"maxTurns,omitempty"`
+	// budget replaces the Journey's budget fields that it sets.
+	// +optional
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 // JourneyReference names a Journey in the same namespace.
@@ -605,6 +623,10 @@ type DecisionRecord struct {
 	// Escalated.
 	// +optional
 	State DecisionState `json:"state,omitempty"`
+	// waitingSince is when the Session began to wait on a person for this
+	// decision: an approval timeout counts from it.
+	// +optional
+	WaitingSince *metav1.Time `json:"waitingSince,omitempty"`
 }
 
 // FinishReason is how a turn ended.
