@@ -556,7 +556,7 @@ type AgentResult struct {
 }
 
 // DecisionSource is who decided a transition.
-// +kubebuilder:validation:Enum=Rule;Agent;Approval;Transition;Outcome;Next;Return;Cap
+// +kubebuilder:validation:Enum=Rule;Agent;Approval;Transition;Outcome;Next;Return;Cap;Timeout
 type DecisionSource string
 
 const (
@@ -568,6 +568,8 @@ const (
 	SourceNext       DecisionSource = "Next"
 	SourceReturn     DecisionSource = "Return"
 	SourceCap        DecisionSource = "Cap"
+	// SourceTimeout: an approval timeout decided (its onTimeout applied).
+	SourceTimeout DecisionSource = "Timeout"
 )
 
 // DecisionState is where a decision stands.

@@ -125,6 +125,9 @@ func (r *run) do() *Effect {
 			fmt.Sprintf("the session waited for input longer than its idle timeout of %s", r.snap.lim.idle))
 		return nil
 	}
+	if r.approvalExpired() && st.Turn == nil {
+		return nil
+	}
 	if st.Turn != nil {
 		return r.resume()
 	}
