@@ -300,7 +300,8 @@ type Decision struct {
 	Approval *ApprovalTimeout `json:"approval,omitempty"`
 }
 
-// ApprovalTimeoutAction is what an approval timeout does: Reject or Escalate.
+// ApprovalTimeoutAction is what an approval timeout does: Reject or
+// Escalate.
 // +kubebuilder:validation:Enum=Reject;Escalate
 type ApprovalTimeoutAction string
 
