@@ -325,7 +325,6 @@ type ApprovalTimeout struct {
 	// onRejected, a tool call's rejection goes back to the model) or Escalate
 	// (the Session becomes Escalated). Defaults to Reject.
 	// +optional
-	// +kubebuilder:default=Reject
 	OnTimeout ApprovalTimeoutAction `json:"onTimeout,omitempty"`
 }
 
