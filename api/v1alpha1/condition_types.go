@@ -101,3 +101,13 @@ const (
 	ReasonAgentTimeout = "AgentTimeout"
 	ReasonAgentError   = "AgentError"
 )
+
+// Event reasons of timers and overrides.
+const (
+	// ReasonApprovalTimeout: a decision or tool call waited for approval
+	// longer than its approval timeout; its onTimeout applied.
+	ReasonApprovalTimeout = "ApprovalTimeout"
+	// ReasonLimitsOverridden: the Session's spec.limits raised the cap that
+	// stalled it, and it continues.
+	ReasonLimitsOverridden = "LimitsOverridden"
+)

@@ -96,6 +96,24 @@ type SessionSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=31536000
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// limits overrides the Journey's limits for this Session: set by a person
+	// to let a Session that a cap stalled continue. A value may only be set at
+	// or above what the Session has used (the webhook refuses a lower one).
+	// +optional
+	Limits *SessionLimits `json:"limits,omitempty"`
+}
+
+// SessionLimits are the caps one Session may override.
+type SessionLimits struct {
+	// maxTurns replaces the Journey's maxTurns for this Session.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	MaxTurns int32 `json:"maxTurns,omitempty"`
+	// budget replaces the Journey's budget fields that it sets.
+	// +optional
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 // JourneyReference names a Journey in the same namespace.
@@ -544,7 +562,7 @@ type AgentResult struct {
 }
 
 // DecisionSource is who decided a transition.
-// +kubebuilder:validation:Enum=Rule;Agent;Approval;Transition;Outcome;Next;Return;Cap
+// +kubebuilder:validation:Enum=Rule;Agent;Approval;Transition;Outcome;Next;Return;Cap;Timeout
 type DecisionSource string
 
 const (
@@ -556,6 +574,8 @@ const (
 	SourceNext       DecisionSource = "Next"
 	SourceReturn     DecisionSource = "Return"
 	SourceCap        DecisionSource = "Cap"
+	// SourceTimeout: an approval timeout decided (its onTimeout applied).
+	SourceTimeout DecisionSource = "Timeout"
 )
 
 // DecisionState is where a decision stands.
@@ -611,6 +631,10 @@ type DecisionRecord struct {
 	// Escalated.
 	// +optional
 	State DecisionState `json:"state,omitempty"`
+	// waitingSince is when the Session began to wait on a person for this
+	// decision: an approval timeout counts from it.
+	// +optional
+	WaitingSince *metav1.Time `json:"waitingSince,omitempty"`
 }
 
 // FinishReason is how a turn ended.

@@ -40,7 +40,7 @@ func (r *run) approval() {
 		return
 	}
 	if !a.Approves() {
-		r.reject(ld, a, d)
+		r.reject(ld, a, d, flowv1.SourceApproval)
 		return
 	}
 	r.approve(ld, a, d != nil && d.Messaging, prevOutputs)
@@ -68,13 +68,13 @@ func approverReason(verb string, a flowv1.Approval) string {
 // reject sends the work back: to the decision's onRejected, else to the pathway the
 // Session was in before the deciding one, else the deciding pathway runs again. The
 // pathway runs at once with the rejection as feedback, so the same question is never
-// asked unchanged.
-func (r *run) reject(ld *flowv1.DecisionRecord, a flowv1.Approval, d *flowv1.Decision) {
+// asked unchanged. source is who rejected: an Approval, or the approval Timeout.
+func (r *run) reject(ld *flowv1.DecisionRecord, a flowv1.Approval, d *flowv1.Decision, source flowv1.DecisionSource) {
 	st := r.st
 	to := r.rejectedTo(ld, d)
 	rec := ld.DeepCopy()
 	rec.State = flowv1.DecisionRejected
-	rec.Source = flowv1.SourceApproval
+	rec.Source = source
 	rec.To = to
 	rec.Reasoning = truncate(approverReason("rejected", a), 1024)
 	st.Phase = flowv1.PhaseRunning
@@ -85,11 +85,11 @@ func (r *run) reject(ld *flowv1.DecisionRecord, a flowv1.Approval, d *flowv1.Dec
 		st.PathwayTurns = 0
 		st.Transitions++
 		r.appendHistory(flowv1.HistoryEntry{Time: r.now, Step: r.step, From: st.CurrentPathway, To: st.CurrentPathway,
-			Action: flowv1.ActionRetry, Source: flowv1.SourceApproval, Transition: ld.Transition, Confidence: ld.Confidence,
+			Action: flowv1.ActionRetry, Source: source, Transition: ld.Transition, Confidence: ld.Confidence,
 			Iteration: st.Iteration, Reason: rec.Reasoning})
 	} else {
 		rec.Action = flowv1.ActionAdvance
-		r.move(move{to: to, action: flowv1.ActionAdvance, source: flowv1.SourceApproval, transition: ld.Transition,
+		r.move(move{to: to, action: flowv1.ActionAdvance, source: source, transition: ld.Transition,
 			confidence: ld.Confidence, reasoning: rec.Reasoning, record: rec})
 	}
 	if st.LastTurn.FinishReason == "" {

@@ -58,11 +58,12 @@ func (r *run) holdForApproval(c *flowv1.ToolCallProgress) {
 	st := r.st
 	c.AwaitingApproval = true
 	st.LastDecision = &flowv1.DecisionRecord{
-		ID:         c.ID,
-		Transition: "tool:" + c.Tool,
-		From:       st.CurrentPathway,
-		Reasoning:  toolPreview(c),
-		State:      flowv1.DecisionPending,
+		ID:           c.ID,
+		Transition:   "tool:" + c.Tool,
+		From:         st.CurrentPathway,
+		Reasoning:    toolPreview(c),
+		State:        flowv1.DecisionPending,
+		WaitingSince: &r.now,
 	}
 	st.Phase = flowv1.PhaseAwaitingApproval
 }

@@ -46,8 +46,8 @@ func (r *run) startTurn() *Effect {
 	if !ok {
 		return nil
 	}
-	if int(st.Turns) >= r.snap.lim.turns {
-		r.block(flowv1.ReasonTurnLimit, flowv1.FinishTurnLimit, nil, fmt.Sprintf("the session reached maxTurns %d", r.snap.lim.turns))
+	if turns := r.limits().turns; int(st.Turns) >= turns {
+		r.block(flowv1.ReasonTurnLimit, flowv1.FinishTurnLimit, nil, fmt.Sprintf("the session reached maxTurns %d", turns))
 		return nil
 	}
 	if why, over := r.overBudget(); over {
@@ -136,8 +136,9 @@ func (r *run) runStage(stage flowv1.TurnStage) stageResult {
 
 // remote returns the journaled answer to req when there is one for exactly this
 // request. Otherwise the answer is nil and the stage returns res: it waits on the
-// effect that asks for req, or, when the budget is spent, the Session is blocked and
-// the turn is over.
+// effect that asks for req, or, when the budget is spent or the worst case of the
+// call could exceed it, the call is not made: the Session is blocked with the turn
+// kept in progress, to go on when spec.limits raises the budget.
 func (r *run) remote(kind flowv1.EffectKind, agents []flowv1.AgentSpec, pipeline flowv1.Pipeline, req any) (answer *flowv1.EffectRecord, res stageResult) {
 	eff := newEffect(kind, agents, pipeline, req)
 	if p := r.pending; p != nil && p.Kind == kind && p.InputHash == eff.InputHash {
@@ -147,8 +148,10 @@ func (r *run) remote(kind flowv1.EffectKind, agents []flowv1.AgentSpec, pipeline
 	// A journaled answer to another question is stale: it is dropped and asked again.
 	r.pending = nil
 	if why, over := r.overBudget(); over {
-		r.block(flowv1.ReasonBudgetExceeded, flowv1.FinishBudgetExceeded, nil, why)
-		return nil, turnOver
+		return nil, r.stallOnBudget(why)
+	}
+	if why, over := r.unaffordable(eff); over {
+		return nil, r.stallOnBudget(why)
 	}
 	return nil, waitOn(eff)
 }

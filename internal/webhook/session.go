@@ -104,6 +104,9 @@ func (v *sessionValidator) validate(ctx context.Context, old, s *flowv1.Session)
 	if errs := checkAppendOnly(&old.Spec, &s.Spec); len(errs) > 0 {
 		return apierrors.NewInvalid(sessionGK, s.Name, errs)
 	}
+	if errs := checkLimits(old, s); len(errs) > 0 {
+		return apierrors.NewForbidden(sessionResource, s.Name, errs.ToAggregate())
+	}
 	from := len(old.Spec.Approvals)
 	if from >= len(s.Spec.Approvals) {
 		return nil

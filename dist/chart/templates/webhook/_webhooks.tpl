@@ -41,9 +41,11 @@
       path: /validate-flow-journey-dev-v1alpha1-session
   failurePolicy: Fail
   matchConditions:
-  - expression: has(object.spec.approvals) && size(object.spec.approvals) > 0 && (request.operation
-      == 'CREATE' || !has(oldObject.spec.approvals) || object.spec.approvals != oldObject.spec.approvals)
-    name: approvals-added-or-changed
+  - expression: (has(object.spec.approvals) && size(object.spec.approvals) > 0 &&
+      (request.operation == 'CREATE' || !has(oldObject.spec.approvals) || object.spec.approvals
+      != oldObject.spec.approvals)) || (has(object.spec.limits) && request.operation
+      == 'UPDATE' && (!has(oldObject.spec.limits) || object.spec.limits != oldObject.spec.limits))
+    name: approvals-or-limits-changed
   name: vsession-v1alpha1.flow.journey.dev
   rules:
   - apiGroups:
