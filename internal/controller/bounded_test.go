@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -152,7 +154,36 @@ func TestLongConversationStaysBounded(t *testing.T) {
 	if end := storedBytes(t, ns, "long"); end > at100+16384 {
 		t.Errorf("the Session grew from %d bytes at message 100 to %d at message %d", at100, end, total)
 	}
+	trimmedOnce(t, ns, s)
 	t.Logf("largest %d bytes (bound %d), %d at message 100", largest, bound, at100)
+}
+
+// trimmedOnce checks that a Session whose transcript lost its oldest exchanges says so:
+// the TranscriptTrimmed condition, and one Event when it first happened, however many
+// exchanges were dropped since.
+func trimmedOnce(t *testing.T, ns string, s *flowv1.Session) {
+	t.Helper()
+	c := apimeta.FindStatusCondition(s.Status.Conditions, flowv1.ConditionTranscriptTrimmed)
+	if s.Status.TranscriptDropped == 0 || c == nil || c.Status != metav1.ConditionTrue || c.Reason != flowv1.ReasonOldestExchangesDropped ||
+		!strings.Contains(c.Message, "pathway agents no longer see them") {
+		t.Errorf("%d exchanges dropped, condition %+v", s.Status.TranscriptDropped, c)
+	}
+	eventually(t, 10*time.Second, func() error {
+		var list eventsv1.EventList
+		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		n := 0
+		for _, e := range list.Items {
+			if e.Regarding.Name == s.Name && e.Reason == flowv1.ConditionTranscriptTrimmed {
+				n++
+			}
+		}
+		if n != 1 {
+			return fmt.Errorf("%d TranscriptTrimmed Events, want 1", n)
+		}
+		return nil
+	})
 }
 
 // refusedAtTheLimit sends 8,000-character messages to a Session that processes none:
