@@ -91,6 +91,16 @@ const (
 	ConditionAwaitingApproval = "AwaitingApproval"
 )
 
+// TranscriptTrimmed: the oldest exchanges of status.transcript were dropped
+// to keep it under limits.maxTranscriptBytes (status.transcriptDropped
+// counts them); pathway agents no longer see them. Absent until the first
+// drop.
+const (
+	ConditionTranscriptTrimmed = "TranscriptTrimmed"
+
+	ReasonOldestExchangesDropped = "OldestExchangesDropped"
+)
+
 // AgentAvailable: the last agent call succeeded (True) or failed transiently
 // (False).
 const (

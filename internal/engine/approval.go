@@ -14,7 +14,7 @@ func (r *run) awaiting() bool {
 
 // approvalsPending reports whether spec.approvals has entries not processed yet.
 func (r *run) approvalsPending() bool {
-	return int(r.st.ProcessedApprovals) < len(r.spec.Approvals)
+	return r.st.ProcessedApprovals < r.spec.ApprovalCount()
 }
 
 // approval processes the next entry of spec.approvals: it approves or rejects the
@@ -22,8 +22,7 @@ func (r *run) approvalsPending() bool {
 // PolicyDenied turn).
 func (r *run) approval() {
 	st := r.st
-	a := r.spec.Approvals[st.ProcessedApprovals]
-	st.ProcessedApprovals++
+	a := r.nextApproval()
 	var prevOutputs map[string]any
 	if st.LastTurn != nil && st.LastTurn.Outputs != nil {
 		prevOutputs, _ = decodeJSON(st.LastTurn.Outputs)
@@ -164,4 +163,15 @@ func (r *run) decisionSpec(ld *flowv1.DecisionRecord) *flowv1.Decision {
 		return t.Decision
 	}
 	return nil
+}
+
+// nextApproval takes the next pending approval (approvalsPending said there is one) and
+// counts it as processed. Only an update that bypassed the Session's validation drops
+// an approval that was not processed; it can no longer be read, so it is skipped.
+func (r *run) nextApproval() flowv1.Approval {
+	st := r.st
+	st.ProcessedApprovals = max(st.ProcessedApprovals, r.spec.ApprovalsDropped)
+	a, _ := r.spec.ApprovalAt(st.ProcessedApprovals)
+	st.ProcessedApprovals++
+	return *a
 }

@@ -14,7 +14,7 @@ func idleDeadline(l limits, spec *flowv1.SessionSpec, st *flowv1.SessionStatus) 
 	if l.idle <= 0 || st.Phase != flowv1.PhaseWaitingForInput || st.Turn != nil || st.LastActivityTime == nil {
 		return time.Time{}, false
 	}
-	if spec != nil && (st.ProcessedMessages < spec.MessageCount() || int(st.ProcessedOutcomes) < len(spec.Outcomes)) {
+	if spec != nil && (st.ProcessedMessages < spec.MessageCount() || st.ProcessedOutcomes < spec.OutcomeCount()) {
 		return time.Time{}, false
 	}
 	return st.LastActivityTime.Add(l.idle), true

@@ -257,7 +257,7 @@ func (r *run) hasWork() bool {
 	if r.entryDue() {
 		return true
 	}
-	if r.external() && int(st.ProcessedOutcomes) < len(r.spec.Outcomes) {
+	if r.external() && st.ProcessedOutcomes < r.spec.OutcomeCount() {
 		return true
 	}
 	return st.ProcessedMessages < r.spec.MessageCount()

@@ -1,6 +1,10 @@
 package engine
 
 import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
 )
@@ -8,7 +12,8 @@ import (
 // The transcript (status.transcript) is the conversation pathway agents see: each
 // turn's user message with the reply that answered it, bounded by
 // limits.maxTranscriptBytes. Whole exchanges are dropped from the front to stay under
-// the bound; a message is never cut.
+// the bound; a message is never cut. The first drop sets the TranscriptTrimmed
+// condition, which stays: the conversation agents see is no longer the whole one.
 
 // recordExchange appends the turn that just ended to the transcript: its message (for
 // a message turn) and its reply. A turn with neither adds nothing.
@@ -38,6 +43,9 @@ func (r *run) recordExchange() {
 	if drop > 0 {
 		st.Transcript = append([]flowv1.Exchange(nil), st.Transcript[drop:]...)
 		st.TranscriptDropped += int32(drop)
+		setCondition(st, flowv1.ConditionTranscriptTrimmed, metav1.ConditionTrue, flowv1.ReasonOldestExchangesDropped, fmt.Sprintf(
+			"The oldest exchanges are dropped from status.transcript to keep it under %d bytes (status.transcriptDropped counts them); pathway agents no longer see them",
+			r.snap.lim.transcriptBytes), r.now)
 	}
 	if len(st.Transcript) == 0 {
 		st.Transcript = nil

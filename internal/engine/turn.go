@@ -85,14 +85,15 @@ func (r *run) nextTrigger() (trigger flowv1.TurnTrigger, outcome int, ok bool) {
 	switch {
 	case r.entryDue():
 		return flowv1.TurnEntry, -1, true
-	case r.external() && int(st.ProcessedOutcomes) < len(r.spec.Outcomes):
-		// Outcomes for another pathway or iteration are stale: skip them.
-		for i := int(st.ProcessedOutcomes); i < len(r.spec.Outcomes); i++ {
-			o := r.spec.Outcomes[i]
+	case r.external() && st.ProcessedOutcomes < r.spec.OutcomeCount():
+		// Outcomes for another pathway or iteration are stale: skip them. Outcomes
+		// dropped unprocessed (by an update that bypassed validation) are skipped too.
+		for i := max(st.ProcessedOutcomes, r.spec.OutcomesDropped); i < r.spec.OutcomeCount(); i++ {
+			o, _ := r.spec.OutcomeAt(i)
 			if string(o.Pathway) == st.CurrentPathway && o.Iteration == st.Iteration {
-				return flowv1.TurnExternalOutcome, i, true
+				return flowv1.TurnExternalOutcome, int(i), true
 			}
-			st.ProcessedOutcomes = int32(i + 1)
+			st.ProcessedOutcomes = i + 1
 		}
 		return "", -1, false
 	case st.ProcessedMessages < r.spec.MessageCount():
@@ -184,10 +185,10 @@ func (r *run) addUsage(u flowv1.Usage) {
 	}
 }
 
-// applyOutcome applies the External outcome at index i of spec.outcomes as the
-// pathway's result.
+// applyOutcome applies External outcome i of the Session (counted from the first one
+// ever sent) as the pathway's result.
 func (r *run) applyOutcome(i int) stageResult {
-	o := r.spec.Outcomes[i]
+	o, _ := r.spec.OutcomeAt(int32(i))
 	outputs, err := decodeJSON(o.Data)
 	if err != nil {
 		r.turnFailed(flowv1.Failure{Source: flowv1.FailureTool, Component: r.st.CurrentPathway, Kind: flowv1.FailureValidation,

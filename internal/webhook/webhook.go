@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
@@ -53,6 +54,7 @@ func SetupWebhooks(mgr ctrl.Manager, opts Options) error {
 	if opts.Reader == nil {
 		opts.Reader = mgr.GetAPIReader()
 	}
+	mgr.GetWebhookServer().Register(OutcomesPath, admission.WithValidator[*flowv1.Session](mgr.GetScheme(), outcomesValidator{}))
 	return ctrl.NewWebhookManagedBy(mgr, &flowv1.Session{}).
 		WithDefaulter(&sessionDefaulter{clock: opts.Clock}).
 		WithValidator(&sessionValidator{approvers: &approverResolver{reader: opts.Reader}}).

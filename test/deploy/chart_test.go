@@ -231,7 +231,7 @@ func TestWebhookPointsAtTheService(t *testing.T) {
 					}
 				}
 				path := fmt.Sprint(ref["path"])
-				if !slices.Contains([]string{webhook.MutatePath, webhook.ValidatePath}, path) {
+				if !slices.Contains([]string{webhook.MutatePath, webhook.ValidatePath, webhook.OutcomesPath}, path) {
 					t.Errorf("%s: webhook path %s is not served by the manager", name, path)
 				}
 				if !in.certMgr && cc["caBundle"] != "Q0E=" {

@@ -59,4 +59,31 @@
     - sessions
   sideEffects: None
   timeoutSeconds: 10
+- {{- include "journey-operator.webhookNamespaceSelector" . | nindent 2 }}
+  admissionReviewVersions:
+  - v1
+  clientConfig:
+    {{- include "journey-operator.webhookCABundle" . | nindent 4 }}
+    service:
+      name: '{{ include "journey-operator.fullname" . }}-webhook-service'
+      namespace: '{{ include "journey-operator.namespace" . }}'
+      path: /validate-flow-journey-dev-v1alpha1-session-outcomes
+  failurePolicy: Ignore
+  matchConditions:
+  - expression: has(object.spec.outcomes) && size(object.spec.outcomes) > 0 && (request.operation
+      == 'CREATE' || !has(oldObject.spec.outcomes) || object.spec.outcomes != oldObject.spec.outcomes)
+    name: outcomes-added
+  name: vsessionoutcomes-v1alpha1.flow.journey.dev
+  rules:
+  - apiGroups:
+    - flow.journey.dev
+    apiVersions:
+    - v1alpha1
+    operations:
+    - CREATE
+    - UPDATE
+    resources:
+    - sessions
+  sideEffects: None
+  timeoutSeconds: 5
 {{- end }}
