@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 // container is the manager container of an install's Deployment.
@@ -180,5 +183,29 @@ func TestMetricsService(t *testing.T) {
 				t.Errorf("%s: metrics Service selects %s=%v, the manager's pods do not carry it", name, k, v)
 			}
 		}
+	}
+}
+
+// TestKustomizeOverlaysOnAControlPlane applies config/scoped and config/self-cert,
+// each to a control plane of its own (both run the manager as the same
+// ServiceAccount), and checks what the manager may do and where the webhooks call.
+func TestKustomizeOverlaysOnAControlPlane(t *testing.T) {
+	overlays := []install{
+		{"config/scoped", renderKustomize(t, filepath.Join(repoRoot(), "config", "scoped")), kustomizeNS,
+			"journey-operator-controller-manager", watched, ""},
+		{"config/self-cert", renderKustomize(t, filepath.Join(repoRoot(), "config", "self-cert")), kustomizeNS,
+			"journey-operator-controller-manager", nil, "journey-operator-webhook-server-cert"},
+	}
+	for _, in := range overlays {
+		t.Run(in.name, func(t *testing.T) {
+			env := testenv.New(t, testenv.WithoutCRDs())
+			ctx := t.Context()
+			for _, ns := range append([]string{"outside"}, watched...) {
+				ensureNamespace(ctx, t, env.Client, ns)
+			}
+			apply(ctx, t, env.Client, in.r)
+			checkAccess(ctx, t, kubernetes.NewForConfigOrDie(env.Config), in)
+			checkWebhookService(ctx, t, env.Client, in)
+		})
 	}
 }
