@@ -119,13 +119,17 @@ install: manifests ## Install the CRDs into the cluster of your kubeconfig.
 uninstall: ## Remove the CRDs.
 	kubectl delete -k config/crd --ignore-not-found
 
+# The kustomization make deploy applies: config/default (cert-manager), config/self-cert
+# (the manager provisions its webhook certificate) or config/scoped (namespace-scoped).
+KUSTOMIZATION ?= config/default
+
 .PHONY: deploy
-deploy: manifests ## Deploy the manager (image $(IMG)) with kustomize; needs cert-manager (docs/operations.md).
-	$(GO) run ./hack/kustomize -image $(IMG) config/default | kubectl apply --server-side -f -
+deploy: manifests ## Deploy the manager (image $(IMG)) with kustomize ($(KUSTOMIZATION); config/default needs cert-manager, see docs/operations.md).
+	$(GO) run ./hack/kustomize -image $(IMG) $(KUSTOMIZATION) | kubectl apply --server-side -f -
 
 .PHONY: undeploy
 undeploy: ## Remove the manager (and the CRDs, with every Journey, Pathway and Session).
-	$(GO) run ./hack/kustomize config/default | kubectl delete --ignore-not-found -f -
+	$(GO) run ./hack/kustomize $(KUSTOMIZATION) | kubectl delete --ignore-not-found -f -
 
 ##@ Image
 
