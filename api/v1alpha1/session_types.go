@@ -430,6 +430,38 @@ type Exchange struct {
 	// assistant is the reply.
 	// +optional
 	Assistant string `json:"assistant,omitempty"`
+	// toolCalls are the tool calls the turn made, in order, with short
+	// previews of their arguments and results, so later turns know what
+	// was looked up or done. A cut preview ends saying so.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	ToolCalls []ExchangeToolCall `json:"toolCalls,omitempty"`
+	// toolCallsOmitted counts the turn's tool calls left out of toolCalls
+	// to keep the exchange small.
+	// +optional
+	ToolCallsOmitted int32 `json:"toolCallsOmitted,omitempty"`
+}
+
+// ExchangeToolCall is a tool call of a past turn as the conversation
+// remembers it.
+type ExchangeToolCall struct {
+	// tool is the tool called.
+	// +required
+	// +kubebuilder:validation:MaxLength=256
+	Tool string `json:"tool"`
+	// args previews the call's arguments (JSON, cut when long).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Args string `json:"args,omitempty"`
+	// result previews what came of the call: the tool's result (JSON, cut
+	// when long), or why the call failed or was refused or rejected.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Result string `json:"result,omitempty"`
+	// state is Done, Failed or Rejected.
+	// +optional
+	State ToolCallState `json:"state,omitempty"`
 }
 
 // AgentRetry is an agent call that failed transiently and will be tried

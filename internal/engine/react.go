@@ -30,6 +30,10 @@ const maxArgumentsBytes = 8192
 // maxModelToolCalls bounds the journaled tool calls of one model answer.
 const maxModelToolCalls = 64
 
+// maxAssistantTextBytes bounds the text a model wrote with its tool calls, as the
+// turn keeps it; longer text is cut and says so.
+const maxAssistantTextBytes = 1024
+
 // cutArguments bounds a model's tool call arguments for the journal.
 func cutArguments(args string) string {
 	return truncate(args, maxArgumentsBytes)
@@ -58,8 +62,14 @@ func (r *run) runReAct(p *flowv1.PathwaySpec, agents []flowv1.AgentSpec, req age
 			return r.applyAnswer(rec)
 		}
 		r.addUsage(rec.Result.Usage)
+		first := len(r.st.Turn.ToolCalls)
 		for _, mc := range rec.Result.ToolCalls {
-			if res, planned := r.planModelCall(p, mc, req.Context); !planned {
+			res, planned := r.planModelCall(p, mc, req.Context)
+			if first < len(r.st.Turn.ToolCalls) {
+				// What the model wrote with its calls is given back with them.
+				r.st.Turn.ToolCalls[first].AssistantText = preview(strings.TrimSpace(rec.Result.Reply), maxAssistantTextBytes)
+			}
+			if !planned {
 				return res
 			}
 		}
@@ -118,7 +128,8 @@ func (r *run) settleCall(c *flowv1.ToolCallProgress, ctx map[string]any) (res st
 }
 
 // toolExchanges are the turn's calls as the model is told about them: the calls of
-// one model answer (planned in one step, so their ids share the step) in one round.
+// one model answer (planned in one step, so their ids share the step) in one round,
+// the first with the text the model wrote with them.
 func toolExchanges(calls []flowv1.ToolCallProgress) []agent.ToolExchange {
 	if len(calls) == 0 {
 		return nil
@@ -129,7 +140,8 @@ func toolExchanges(calls []flowv1.ToolCallProgress) []agent.ToolExchange {
 		if step := c.ID[:max(0, strings.LastIndexByte(c.ID, '-'))]; step != last {
 			round, last = round+1, step
 		}
-		ex := agent.ToolExchange{Round: round, ID: c.ID, Tool: c.Tool, Arguments: "{}", Result: cmp.Or(c.Error, "tool call "+string(c.State))}
+		ex := agent.ToolExchange{Round: round, ID: c.ID, Tool: c.Tool, Arguments: "{}", Result: cmp.Or(c.Error, "tool call "+string(c.State)),
+			AssistantText: c.AssistantText}
 		if c.Args != nil {
 			ex.Arguments = string(c.Args.Raw)
 		}
