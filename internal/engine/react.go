@@ -11,17 +11,20 @@ import (
 )
 
 // The ReAct loop. A pathway that lists tools and runs on one remote agent offers the
-// agent its tools: the model answers either with the final structured answer or with
-// tool calls. An answer with tool calls is journaled like any answer; the step that
-// applies it checks every call in Go (a tool of the pathway, arguments that match the
-// pinned input schema, prerequisites, limits) and writes a record for each: refused
-// calls are Failed at once, with a typed failure, and their refusal goes back to the
-// model as the call's result; the others are made one per step through the
-// write-ahead protocol of tools.go. Once every call of the answer has a result, the
-// model is asked again with the turn's calls and their results, until it answers or
-// a limit stops the turn. A crash never asks the model again for an answer that was
-// journaled: its calls are planned from the journal, and the step that planned them
-// writes them before any is made.
+// agent its tools (validation refuses tools on a pathway that several remote agents
+// run as a pipeline): the model answers either with the final structured answer or
+// with tool calls. An answer with tool calls is journaled like any answer; the step
+// that applies it checks every call in Go (a tool of the pathway, arguments that
+// match the pinned input schema, prerequisites, limits) and writes a record for
+// each: refused calls are Failed at once, with a typed failure, and their refusal
+// goes back to the model as the call's result; the others are made one per step
+// through the write-ahead protocol of tools.go. Once every call of the answer has a
+// result, the model is asked again with the turn's calls and their results, and the
+// text it wrote with each answer's calls, until it answers or a limit stops the
+// turn. A crash never asks the model again for an answer that was journaled: its
+// calls are planned from the journal, and the step that planned them writes them
+// before any is made. The turn's calls are kept in its transcript exchange (see
+// transcript.go).
 
 // maxArgumentsBytes bounds the journaled arguments of a model's tool call; longer
 // arguments are cut, which makes them invalid JSON and the call refused.
@@ -42,6 +45,34 @@ func cutArguments(args string) string {
 // reactive reports whether pathway p, run by agents, offers its agent tools.
 func reactive(p *flowv1.PathwaySpec, agents []flowv1.AgentSpec) bool {
 	return len(p.Tools) > 0 && len(agents) == 1
+}
+
+// toolPipeline refuses tools on pathway name when remote agents run it as a
+// pipeline of several agents: a model may call tools only when it runs the turn
+// alone. Re-asking a pipeline after each round of calls would run every agent of
+// it again, and its agents cannot share one conversation of calls.
+func (c *checker) toolPipeline(j *flowv1.JourneySpec, name flowv1.Name, p *flowv1.PathwaySpec) {
+	if len(p.Tools) == 0 || len(p.Agents) < 2 {
+		return
+	}
+	for _, n := range p.Agents {
+		for _, a := range j.Agents {
+			if a.Name == n && a.Provider == flowv1.ProviderOpenAI {
+				c.add("pathway %s: tools are offered only to a pathway run by one agent, and this one runs a %s pipeline of %d agents (%s): "+
+					"give the tools to a pathway of its own with one agent, or remove them from this one",
+					name, cmp.Or(p.Pipeline, flowv1.PipelineSequential), len(p.Agents), joinNames(p.Agents))
+				return
+			}
+		}
+	}
+}
+
+func joinNames(names []flowv1.Name) string {
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = string(n)
+	}
+	return strings.Join(s, ", ")
 }
 
 // runReAct runs a pathway turn whose agent may call tools (see above).

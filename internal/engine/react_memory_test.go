@@ -100,3 +100,31 @@ func TestExchangeToolCalls(t *testing.T) {
 		t.Errorf("exchange bytes %d, calls %d", exchangeBytes(flowv1.Exchange{ToolCalls: got}), size)
 	}
 }
+
+// TestToolsOnPipelineRefused: tools on a pathway that several remote agents run are
+// refused with a message that names the pathway; one remote agent, or several
+// builtin ones, may have them.
+func TestToolsOnPipelineRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		agents []flowv1.Name
+		want   string
+	}{
+		{"pipeline with a remote agent", []flowv1.Name{"planner", "gpt"},
+			"pathway book: tools are offered only to a pathway run by one agent, and this one runs a Sequential pipeline of 2 agents (planner, gpt)"},
+		{"one remote agent", []flowv1.Name{"gpt"}, ""},
+		{"builtin agents", []flowv1.Name{"planner", "helper"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := clinicTools(twoCalls, func(j *flowv1.JourneySpec, p *flowv1.PathwaySpec) {
+				j.Agents = append(j.Agents, openai, flowv1.AgentSpec{Name: "planner", Provider: flowv1.ProviderBuiltin},
+					flowv1.AgentSpec{Name: "helper", Provider: flowv1.ProviderBuiltin})
+				p.Agents = tc.agents
+			})
+			issues := strings.Join(Validate(d.j, d.p), "\n")
+			if tc.want == "" && strings.Contains(issues, "tools are offered only") || !strings.Contains(issues, tc.want) {
+				t.Errorf("issues:\n%s", issues)
+			}
+		})
+	}
+}
