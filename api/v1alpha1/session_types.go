@@ -411,6 +411,24 @@ type TurnProgress struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	ToolCalls []ToolCallProgress `json:"toolCalls,omitempty"`
+	// pipelineAgent is the agent, counted from 0, of the pathway's Sequential
+	// pipeline that runs the turn now, when the pathway offers its agents
+	// tools: each agent answers, calling tools as it needs, before the next.
+	// +optional
+	PipelineAgent int32 `json:"pipelineAgent,omitempty"`
+	// pipelineFirstCall is the index in toolCalls of pipelineAgent's first
+	// call; the calls before it are earlier agents'.
+	// +optional
+	PipelineFirstCall int32 `json:"pipelineFirstCall,omitempty"`
+	// pipelineOutputs are the outputs of the pipeline's earlier agents,
+	// merged in order.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	PipelineOutputs *apiextensionsv1.JSON `json:"pipelineOutputs,omitempty"`
+	// pipelineReply is the last reply an earlier agent of the pipeline gave.
+	// +optional
+	PipelineReply string `json:"pipelineReply,omitempty"`
 }
 
 // Exchange is one turn of the conversation: the user's message and the reply

@@ -84,6 +84,8 @@ func turnEqual(a, b *flowv1.TurnProgress) bool {
 	}
 	return a.Trigger == b.Trigger && a.Stage == b.Stage && a.MessageID == b.MessageID && a.Pathway == b.Pathway &&
 		a.ResultType == b.ResultType && jsonEqual(a.Outputs, b.Outputs) &&
+		a.PipelineAgent == b.PipelineAgent && a.PipelineFirstCall == b.PipelineFirstCall &&
+		jsonEqual(a.PipelineOutputs, b.PipelineOutputs) && a.PipelineReply == b.PipelineReply &&
 		slices.EqualFunc(a.ToolCalls, b.ToolCalls, func(x, y flowv1.ToolCallProgress) bool {
 			return x.ToolCallRecord == y.ToolCallRecord && x.IdempotencyKey == y.IdempotencyKey && x.AwaitingApproval == y.AwaitingApproval &&
 				jsonEqual(x.Args, y.Args) && jsonEqual(x.Result, y.Result) && x.AssistantText == y.AssistantText

@@ -101,30 +101,97 @@ func TestExchangeToolCalls(t *testing.T) {
 	}
 }
 
-// TestToolsOnPipelineRefused: tools on a pathway that several remote agents run are
-// refused with a message that names the pathway; one remote agent, or several
-// builtin ones, may have them.
+// TestToolsOnPipelineRefused: tools on a pathway that several remote agents run
+// side by side (Parallel, Router, Ensemble) are refused with a message that names
+// the pathway; one remote agent, a Sequential pipeline, or builtin agents may have
+// them.
 func TestToolsOnPipelineRefused(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		agents []flowv1.Name
-		want   string
+		name     string
+		agents   []flowv1.Name
+		pipeline flowv1.Pipeline
+		want     string
 	}{
-		{"pipeline with a remote agent", []flowv1.Name{"planner", "gpt"},
-			"pathway book: tools are offered only to a pathway run by one agent, and this one runs a Sequential pipeline of 2 agents (planner, gpt)"},
-		{"one remote agent", []flowv1.Name{"gpt"}, ""},
-		{"builtin agents", []flowv1.Name{"planner", "helper"}, ""},
+		{"parallel pipeline with a remote agent", []flowv1.Name{"planner", "gpt"}, flowv1.PipelineParallel,
+			"pathway book: tools are offered to one agent or to a Sequential pipeline, and this one runs a Parallel pipeline of 2 agents (planner, gpt)"},
+		{"sequential pipeline", []flowv1.Name{"planner", "gpt"}, "", ""},
+		{"one remote agent", []flowv1.Name{"gpt"}, flowv1.PipelineRouter, ""},
+		{"builtin agents", []flowv1.Name{"planner", "helper"}, flowv1.PipelineEnsemble, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := clinicTools(twoCalls, func(j *flowv1.JourneySpec, p *flowv1.PathwaySpec) {
-				j.Agents = append(j.Agents, openai, flowv1.AgentSpec{Name: "planner", Provider: flowv1.ProviderBuiltin},
+				j.Agents = append(j.Agents, openai, flowv1.AgentSpec{Name: "planner", Provider: flowv1.ProviderOpenAI, Model: "m"},
 					flowv1.AgentSpec{Name: "helper", Provider: flowv1.ProviderBuiltin})
-				p.Agents = tc.agents
+				if tc.name == "builtin agents" {
+					j.Agents[1].Provider = flowv1.ProviderBuiltin
+				}
+				p.Agents, p.Pipeline = tc.agents, tc.pipeline
 			})
 			issues := strings.Join(Validate(d.j, d.p), "\n")
-			if tc.want == "" && strings.Contains(issues, "tools are offered only") || !strings.Contains(issues, tc.want) {
+			if tc.want == "" && strings.Contains(issues, "tools are offered") || !strings.Contains(issues, tc.want) {
 				t.Errorf("issues:\n%s", issues)
 			}
 		})
+	}
+}
+
+// TestReActSequentialPipeline: each agent of a Sequential pipeline runs its own loop
+// of tool calls, one after the other: the second sees the first's outputs and only
+// its own calls; the turn's outputs merge, its reply is the last agent's, and its
+// exchange keeps every call.
+func TestReActSequentialPipeline(t *testing.T) {
+	s, l := reactTools(t, nil, func(j *flowv1.JourneySpec, p *flowv1.PathwaySpec) {
+		j.Agents = append(j.Agents, flowv1.AgentSpec{Name: "planner", Provider: flowv1.ProviderOpenAI, Model: "m"})
+		p.Agents = []flowv1.Name{"planner", "gpt"}
+	})
+	var order []string
+	byAgent := map[string][]agent.PathwayRequest{}
+	l.pathway = func(req agent.PathwayRequest) (agent.PathwayResponse, error) {
+		name := order[len(order)-1]
+		byAgent[name] = append(byAgent[name], req)
+		if name == "planner" {
+			if len(req.ToolExchanges) == 0 {
+				return asks(call("find_doctors", `{"specialty":"cardiology"}`)), nil
+			}
+			var found struct{ Doctors []string }
+			_ = json.Unmarshal([]byte(req.ToolExchanges[0].Result), &found)
+			return agent.PathwayResponse{Reply: "Found one.", Outputs: map[string]any{"doctor": found.Doctors[0]}, ResultType: flowv1.ResultSuccess}, nil
+		}
+		if len(req.ToolExchanges) == 0 {
+			return asks(call("book_slot", fmt.Sprintf(`{"doctor":%q}`, req.Inputs["doctor"]))), nil
+		}
+		return final(req), nil
+	}
+	tool := s.answer
+	s.answer = func(e *Effect) (any, error) {
+		if e.Kind == flowv1.EffectRunPathway {
+			if len(e.Agents) != 1 || e.Pipeline != flowv1.PipelineSequential {
+				t.Fatalf("a pipeline agent's effect names %d agents, pipeline %s", len(e.Agents), e.Pipeline)
+			}
+			order = append(order, string(e.Agents[0].Name))
+		}
+		return tool(e)
+	}
+	s.say("m1", "book me a cardiologist")
+	s.settle()
+	if got := strings.Join(order, ","); got != "planner,planner,gpt,gpt" || toolEffects(s) != 2 {
+		t.Fatalf("agents asked %s, %d tool calls", got, toolEffects(s))
+	}
+	g := byAgent["gpt"]
+	if g[0].Inputs["doctor"] != "dr-cardiology" || g[0].Context["doctor"] != "dr-cardiology" || len(g[0].ToolExchanges) != 0 ||
+		len(g[1].ToolExchanges) != 1 || g[1].ToolExchanges[0].Tool != "book_slot" || len(g[1].ToolSpecs) != 3 {
+		t.Errorf("gpt's requests %s", dump(g))
+	}
+	lt := s.st.LastTurn
+	outputs, _ := decodeJSON(lt.Outputs)
+	if lt.AssistantText != "Booked dr-cardiology at 09:00" || outputs["doctor"] != "dr-cardiology" || outputs["booking"] == nil ||
+		len(lt.ToolCalls) != 2 || lt.FinishReason != flowv1.FinishSuccess || s.st.Turn != nil {
+		t.Fatalf("last turn %s", dump(lt))
+	}
+	if b, _ := json.Marshal(s.context()["booking"]); string(b) != `{"doctor":"dr-cardiology","slot":"09:00"}` {
+		t.Errorf("context booking %s", b)
+	}
+	if tr := s.st.Transcript; len(tr) != 1 || len(tr[0].ToolCalls) != 2 || tr[0].ToolCalls[1].Tool != "book_slot" {
+		t.Errorf("transcript %s", dump(tr))
 	}
 }
