@@ -76,6 +76,10 @@ test: envtest chromium vet lint ## The whole test suite: lint, unit, envtest, br
 	echo "go test -race $(RACE_PKGS)" && $(GO) test -race -timeout $(TEST_TIMEOUT) $$race && \
 	echo "go test (the other packages)" && $(GO) test -timeout $(TEST_TIMEOUT) $$rest
 
+.PHONY: test-docs
+test-docs: envtest ## Run README.md and docs/*.md against a local control plane (make test runs it too).
+	KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" $(GO) test -count=1 ./test/docs/...
+
 .PHONY: bench-engine
 bench-engine: ## Engine benchmarks.
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/engine/...
@@ -115,13 +119,17 @@ install: manifests ## Install the CRDs into the cluster of your kubeconfig.
 uninstall: ## Remove the CRDs.
 	kubectl delete -k config/crd --ignore-not-found
 
+# The kustomization make deploy applies: config/default (cert-manager), config/self-cert
+# (the manager provisions its webhook certificate) or config/scoped (namespace-scoped).
+KUSTOMIZATION ?= config/default
+
 .PHONY: deploy
-deploy: manifests ## Deploy the manager (image $(IMG)) with kustomize; needs cert-manager (docs/operations.md).
-	$(GO) run ./hack/kustomize -image $(IMG) config/default | kubectl apply --server-side -f -
+deploy: manifests ## Deploy the manager (image $(IMG)) with kustomize ($(KUSTOMIZATION); config/default needs cert-manager, see docs/operations.md).
+	$(GO) run ./hack/kustomize -image $(IMG) $(KUSTOMIZATION) | kubectl apply --server-side -f -
 
 .PHONY: undeploy
 undeploy: ## Remove the manager (and the CRDs, with every Journey, Pathway and Session).
-	$(GO) run ./hack/kustomize config/default | kubectl delete --ignore-not-found -f -
+	$(GO) run ./hack/kustomize $(KUSTOMIZATION) | kubectl delete --ignore-not-found -f -
 
 ##@ Image
 

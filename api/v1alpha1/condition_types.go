@@ -91,6 +91,16 @@ const (
 	ConditionAwaitingApproval = "AwaitingApproval"
 )
 
+// TranscriptTrimmed: the oldest exchanges of status.transcript were dropped
+// to keep it under limits.maxTranscriptBytes (status.transcriptDropped
+// counts them); pathway agents no longer see them. Absent until the first
+// drop.
+const (
+	ConditionTranscriptTrimmed = "TranscriptTrimmed"
+
+	ReasonOldestExchangesDropped = "OldestExchangesDropped"
+)
+
 // AgentAvailable: the last agent call succeeded (True) or failed transiently
 // (False).
 const (
@@ -100,4 +110,14 @@ const (
 	ReasonRateLimited  = "RateLimited"
 	ReasonAgentTimeout = "AgentTimeout"
 	ReasonAgentError   = "AgentError"
+)
+
+// Event reasons of timers and overrides.
+const (
+	// ReasonApprovalTimeout: a decision or tool call waited for approval
+	// longer than its approval timeout; its onTimeout applied.
+	ReasonApprovalTimeout = "ApprovalTimeout"
+	// ReasonLimitsOverridden: the Session's spec.limits raised the cap that
+	// stalled it, and it continues.
+	ReasonLimitsOverridden = "LimitsOverridden"
 )

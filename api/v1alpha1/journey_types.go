@@ -236,13 +236,34 @@ type Pricing struct {
 	CompletionPerMTok Decimal `json:"completionPerMTok,omitempty"`
 }
 
-// BuiltinAgent configures how the builtin provider decides when no rule
-// matched: it picks the first allowed destination with this confidence.
+// BuiltinAgent configures a builtin agent: how it decides when no rule
+// matched (the first allowed destination with this confidence), and what it
+// adds to a pathway turn of a pipeline of builtin agents.
 type BuiltinAgent struct {
 	// confidence is reported for decisions that no rule decided. Defaults to
 	// "1".
 	// +optional
 	Confidence Confidence `json:"confidence,omitempty"`
+	// outputs this agent computes in a pathway turn, after the pathway's
+	// builtin outputs (CEL over the same variables). In a Sequential pipeline
+	// the agents after it see them in inputs and context.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Outputs []BuiltinOutput `json:"outputs,omitempty"`
+	// reply, when set, replaces the pathway's builtin reply in the turns this
+	// agent answers (a Go text/template over the same data).
+	// +optional
+	// +kubebuilder:validation:MaxLength=8192
+	Reply string `json:"reply,omitempty"`
+	// patterns make the first agent of a Router pipeline choose this agent
+	// for a message containing one of them (case-insensitive, word-aware).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=256
+	Patterns []string `json:"patterns,omitempty"`
 }
 
 // GlobalTransition is a rule evaluated on every message.

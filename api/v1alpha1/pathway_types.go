@@ -294,6 +294,38 @@ type Decision struct {
 	// groups).
 	// +optional
 	Approvers *Approvers `json:"approvers,omitempty"`
+	// approval bounds how long the decision waits for an approval, and what
+	// happens then.
+	// +optional
+	Approval *ApprovalTimeout `json:"approval,omitempty"`
+}
+
+// ApprovalTimeoutAction is what an approval timeout does: Reject or
+// Escalate.
+// +kubebuilder:validation:Enum=Reject;Escalate
+type ApprovalTimeoutAction string
+
+const (
+	// ApprovalTimeoutReject rejects the decision or tool call, as a rejection
+	// by the system.
+	ApprovalTimeoutReject ApprovalTimeoutAction = "Reject"
+	// ApprovalTimeoutEscalate makes the Session Escalated: a person decides.
+	ApprovalTimeoutEscalate ApprovalTimeoutAction = "Escalate"
+)
+
+// ApprovalTimeout bounds a wait for approval.
+type ApprovalTimeout struct {
+	// timeout is how long a pending approval waits before onTimeout applies.
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="timeout must be a positive duration such as 30m or 24h"
+	Timeout metav1.Duration `json:"timeout"`
+	// onTimeout is Reject (a rejection by the system: a decision goes to
+	// onRejected, a tool call's rejection goes back to the model) or Escalate
+	// (the Session becomes Escalated). Defaults to Reject.
+	// +optional
+	OnTimeout ApprovalTimeoutAction `json:"onTimeout,omitempty"`
 }
 
 // ConfidenceThresholds: confidence >= autoAdvance applies the decision, >=

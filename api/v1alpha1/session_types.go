@@ -7,14 +7,20 @@ import (
 
 // SessionSpec is one user's run through a journey: the messages, External
 // outcomes and approvals sent to it. Messages, outcomes and approvals are
-// append-only, except that processed messages may be dropped from the front
-// of spec.messages (see messagesDropped).
+// append-only, except that processed entries may be dropped from the front
+// of each list (see messagesDropped, outcomesDropped and approvalsDropped).
 // +kubebuilder:validation:XValidation:rule="(has(self.messagesDropped) ? self.messagesDropped : 0) >= (has(oldSelf.messagesDropped) ? oldSelf.messagesDropped : 0)",fieldPath=".messagesDropped",message="messagesDropped cannot decrease: dropped messages cannot come back"
 // +kubebuilder:validation:XValidation:rule="(has(self.messages) ? size(self.messages) : 0) + (has(self.messagesDropped) ? self.messagesDropped : 0) >= (has(oldSelf.messages) ? size(oldSelf.messages) : 0) + (has(oldSelf.messagesDropped) ? oldSelf.messagesDropped : 0)",fieldPath=".messages",message="messages are append-only: a message leaves spec.messages only once processed, dropped from the front with messagesDropped raised by as many"
 // +kubebuilder:validation:XValidation:rule="((has(self.messagesDropped) ? self.messagesDropped : 0) - (has(oldSelf.messagesDropped) ? oldSelf.messagesDropped : 0)) <= (has(oldSelf.messages) ? size(oldSelf.messages) : 0)",fieldPath=".messagesDropped",message="messagesDropped may only grow by the number of messages removed from the front of spec.messages"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.messages) || oldSelf.messages.all(i, m, i < ((has(self.messagesDropped) ? self.messagesDropped : 0) - (has(oldSelf.messagesDropped) ? oldSelf.messagesDropped : 0)) || !has(self.messages) || i - ((has(self.messagesDropped) ? self.messagesDropped : 0) - (has(oldSelf.messagesDropped) ? oldSelf.messagesDropped : 0)) >= size(self.messages) || self.messages[i - ((has(self.messagesDropped) ? self.messagesDropped : 0) - (has(oldSelf.messagesDropped) ? oldSelf.messagesDropped : 0))] == m)",fieldPath=".messages",message="messages are append-only: existing messages cannot change or move, new ones go at the end; to drop processed messages, remove them from the front and raise messagesDropped by as many"
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.outcomes) || has(self.outcomes)",fieldPath=".outcomes",message="outcomes are append-only: they cannot be removed"
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.approvals) || has(self.approvals)",fieldPath=".approvals",message="approvals are append-only: they cannot be removed"
+// +kubebuilder:validation:XValidation:rule="(has(self.outcomesDropped) ? self.outcomesDropped : 0) >= (has(oldSelf.outcomesDropped) ? oldSelf.outcomesDropped : 0)",fieldPath=".outcomesDropped",message="outcomesDropped cannot decrease: dropped outcomes cannot come back"
+// +kubebuilder:validation:XValidation:rule="(has(self.outcomes) ? size(self.outcomes) : 0) + (has(self.outcomesDropped) ? self.outcomesDropped : 0) >= (has(oldSelf.outcomes) ? size(oldSelf.outcomes) : 0) + (has(oldSelf.outcomesDropped) ? oldSelf.outcomesDropped : 0)",fieldPath=".outcomes",message="outcomes are append-only: a processed prefix may leave spec.outcomes, dropped from the front with outcomesDropped raised by as many"
+// +kubebuilder:validation:XValidation:rule="((has(self.outcomesDropped) ? self.outcomesDropped : 0) - (has(oldSelf.outcomesDropped) ? oldSelf.outcomesDropped : 0)) <= (has(oldSelf.outcomes) ? size(oldSelf.outcomes) : 0)",fieldPath=".outcomesDropped",message="outcomesDropped may only grow by the number of outcomes removed from the front of spec.outcomes"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.outcomes) || oldSelf.outcomes.all(i, e, i < ((has(self.outcomesDropped) ? self.outcomesDropped : 0) - (has(oldSelf.outcomesDropped) ? oldSelf.outcomesDropped : 0)) || !has(self.outcomes) || i - ((has(self.outcomesDropped) ? self.outcomesDropped : 0) - (has(oldSelf.outcomesDropped) ? oldSelf.outcomesDropped : 0)) >= size(self.outcomes) || self.outcomes[i - ((has(self.outcomesDropped) ? self.outcomesDropped : 0) - (has(oldSelf.outcomesDropped) ? oldSelf.outcomesDropped : 0))] == e)",fieldPath=".outcomes",message="outcomes are append-only: existing outcomes cannot change or move, new ones go at the end; to drop processed outcomes, remove them from the front and raise outcomesDropped by as many"
+// +kubebuilder:validation:XValidation:rule="(has(self.approvalsDropped) ? self.approvalsDropped : 0) >= (has(oldSelf.approvalsDropped) ? oldSelf.approvalsDropped : 0)",fieldPath=".approvalsDropped",message="approvalsDropped cannot decrease: dropped approvals cannot come back"
+// +kubebuilder:validation:XValidation:rule="(has(self.approvals) ? size(self.approvals) : 0) + (has(self.approvalsDropped) ? self.approvalsDropped : 0) >= (has(oldSelf.approvals) ? size(oldSelf.approvals) : 0) + (has(oldSelf.approvalsDropped) ? oldSelf.approvalsDropped : 0)",fieldPath=".approvals",message="approvals are append-only: a processed prefix may leave spec.approvals, dropped from the front with approvalsDropped raised by as many"
+// +kubebuilder:validation:XValidation:rule="((has(self.approvalsDropped) ? self.approvalsDropped : 0) - (has(oldSelf.approvalsDropped) ? oldSelf.approvalsDropped : 0)) <= (has(oldSelf.approvals) ? size(oldSelf.approvals) : 0)",fieldPath=".approvalsDropped",message="approvalsDropped may only grow by the number of approvals removed from the front of spec.approvals"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.approvals) || oldSelf.approvals.all(i, e, i < ((has(self.approvalsDropped) ? self.approvalsDropped : 0) - (has(oldSelf.approvalsDropped) ? oldSelf.approvalsDropped : 0)) || !has(self.approvals) || i - ((has(self.approvalsDropped) ? self.approvalsDropped : 0) - (has(oldSelf.approvalsDropped) ? oldSelf.approvalsDropped : 0)) >= size(self.approvals) || self.approvals[i - ((has(self.approvalsDropped) ? self.approvalsDropped : 0) - (has(oldSelf.approvalsDropped) ? oldSelf.approvalsDropped : 0))] == e)",fieldPath=".approvals",message="approvals are append-only: existing approvals cannot change or move, new ones go at the end; to drop processed approvals, remove them from the front and raise approvalsDropped by as many"
 // +kubebuilder:validation:XValidation:rule="has(self.initialContext) == has(oldSelf.initialContext)",fieldPath=".initialContext",message="initialContext is immutable"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",fieldPath=".cancel",message="cancel cannot be unset"
 type SessionSpec struct {
@@ -59,27 +65,51 @@ type SessionSpec struct {
 
 	// outcomes are results posted by External executors. Append-only. Each is
 	// keyed by pathway, iteration and attempt, so server-side apply merges the
-	// outcomes of a file with those the plugin or an executor appended.
+	// outcomes of a file with those the plugin or an executor appended. A
+	// processed prefix may be dropped, in the same update that raises
+	// outcomesDropped by as many (kubectl journey outcome does). Their data
+	// and messages add up to at most 12 KiB, checked by the admission
+	// webhook: past that an update is refused.
 	// +optional
 	// +listType=map
 	// +listMapKey=pathway
 	// +listMapKey=iteration
 	// +listMapKey=attempt
 	// +kubebuilder:validation:MaxItems=500
-	// +kubebuilder:validation:XValidation:rule="size(self) >= size(oldSelf)",message="outcomes are append-only: existing outcomes cannot be removed"
-	// +kubebuilder:validation:XValidation:rule="oldSelf.all(i, o, i >= size(self) || self[i] == o)",message="outcomes are append-only: existing outcomes cannot change or move, new ones go at the end"
 	Outcomes []ExternalOutcome `json:"outcomes,omitempty"`
+
+	// outcomesDropped is how many processed outcomes have been dropped from the
+	// front of spec.outcomes, as messagesDropped is for messages:
+	// status.processedOutcomes counts from the first outcome ever sent. It only
+	// grows, by the number of outcomes removed from the front in the same
+	// update, and never past status.processedOutcomes.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
+	OutcomesDropped int32 `json:"outcomesDropped,omitempty"`
 
 	// approvals answer decisions that wait in AwaitingApproval or Escalated.
 	// Append-only, one per decision: keyed by decisionID, so server-side apply
-	// merges the approvals of a file with those the plugin appended.
+	// merges the approvals of a file with those the plugin appended. A
+	// processed prefix may be dropped, in the same update that raises
+	// approvalsDropped by as many (kubectl journey approve does); what the
+	// list holds adds up to at most 6 KiB.
 	// +optional
 	// +listType=map
 	// +listMapKey=decisionID
 	// +kubebuilder:validation:MaxItems=500
-	// +kubebuilder:validation:XValidation:rule="size(self) >= size(oldSelf)",message="approvals are append-only: existing approvals cannot be removed"
-	// +kubebuilder:validation:XValidation:rule="oldSelf.all(i, a, i >= size(self) || self[i] == a)",message="approvals are append-only: existing approvals cannot change or move, new ones go at the end"
+	// +kubebuilder:validation:XValidation:rule="self.map(a, size(a.decisionID) + (has(a.by) ? size(a.by) : 0) + (has(a.reason) ? size(a.reason) : 0) + (has(a.destination) ? size(a.destination) : 0) + 64).sum() <= 6144",message="spec.approvals would hold more than 6 KiB (ids, names, reasons and 64 bytes an approval): drop the processed approvals from the front of spec.approvals and raise spec.approvalsDropped by as many (kubectl journey approve does)"
 	Approvals []Approval `json:"approvals,omitempty"`
+
+	// approvalsDropped is how many processed approvals have been dropped from
+	// the front of spec.approvals, as messagesDropped is for messages:
+	// status.processedApprovals counts from the first approval ever sent. It
+	// only grows, by the number of approvals removed from the front in the
+	// same update, and never past status.processedApprovals.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
+	ApprovalsDropped int32 `json:"approvalsDropped,omitempty"`
 
 	// suspend pauses the Session: no step runs while it is true.
 	// +optional
@@ -96,6 +126,24 @@ type SessionSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=31536000
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// limits overrides the Journey's limits for this Session: set by a person
+	// to let a Session that a cap stalled continue. A value may only be set at
+	// or above what the Session has used (the webhook refuses a lower one).
+	// +optional
+	Limits *SessionLimits `json:"limits,omitempty"`
+}
+
+// SessionLimits are the caps one Session may override.
+type SessionLimits struct {
+	// maxTurns replaces the Journey's maxTurns for this Session.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	MaxTurns int32 `json:"maxTurns,omitempty"`
+	// budget replaces the Journey's budget fields that it sets.
+	// +optional
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 // JourneyReference names a Journey in the same namespace.
@@ -232,10 +280,12 @@ type SessionStatus struct {
 	// spec.messages does not change it.
 	// +optional
 	ProcessedMessages int32 `json:"processedMessages,omitempty"`
-	// processedOutcomes is how many of spec.outcomes have been looked at.
+	// processedOutcomes is how many External outcomes have been looked at,
+	// counted from the first one ever sent (dropped ones included).
 	// +optional
 	ProcessedOutcomes int32 `json:"processedOutcomes,omitempty"`
-	// processedApprovals is how many of spec.approvals have been looked at.
+	// processedApprovals is how many approvals have been looked at, counted
+	// from the first one ever sent (dropped ones included).
 	// +optional
 	ProcessedApprovals int32 `json:"processedApprovals,omitempty"`
 	// turn is the turn in progress, when it waits on an agent between steps.
@@ -594,7 +644,7 @@ type AgentResult struct {
 }
 
 // DecisionSource is who decided a transition.
-// +kubebuilder:validation:Enum=Rule;Agent;Approval;Transition;Outcome;Next;Return;Cap
+// +kubebuilder:validation:Enum=Rule;Agent;Approval;Transition;Outcome;Next;Return;Cap;Timeout
 type DecisionSource string
 
 const (
@@ -606,6 +656,8 @@ const (
 	SourceNext       DecisionSource = "Next"
 	SourceReturn     DecisionSource = "Return"
 	SourceCap        DecisionSource = "Cap"
+	// SourceTimeout: an approval timeout decided (its onTimeout applied).
+	SourceTimeout DecisionSource = "Timeout"
 )
 
 // DecisionState is where a decision stands.
@@ -661,6 +713,10 @@ type DecisionRecord struct {
 	// Escalated.
 	// +optional
 	State DecisionState `json:"state,omitempty"`
+	// waitingSince is when the Session began to wait on a person for this
+	// decision: an approval timeout counts from it.
+	// +optional
+	WaitingSince *metav1.Time `json:"waitingSince,omitempty"`
 }
 
 // FinishReason is how a turn ended.
@@ -861,6 +917,8 @@ type Usage struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // Session is one run of a journey.
+// +kubebuilder:validation:XValidation:rule="self.spec.?outcomesDropped.orValue(0) <= self.?status.?processedOutcomes.orValue(0)",message="spec.outcomesDropped is past the processed outcomes (status.processedOutcomes): only processed outcomes can be dropped from spec.outcomes; keep the pending ones"
+// +kubebuilder:validation:XValidation:rule="self.spec.?approvalsDropped.orValue(0) <= self.?status.?processedApprovals.orValue(0)",message="spec.approvalsDropped is past the processed approvals (status.processedApprovals): only processed approvals can be dropped from spec.approvals; keep the pending ones"
 // +kubebuilder:validation:XValidation:rule="self.spec.?messagesDropped.orValue(0) <= self.?status.?processedMessages.orValue(0) - (self.?status.?turn.?trigger.orValue('None') == 'Message' ? 1 : 0)",message="spec.messagesDropped is past the processed messages (status.processedMessages, less the message of a turn in progress): only processed messages can be dropped from spec.messages; keep the pending ones"
 type Session struct {
 	metav1.TypeMeta   `json:",inline"`

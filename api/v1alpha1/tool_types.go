@@ -125,6 +125,11 @@ type Tool struct {
 	// approval only when it is true.
 	// +optional
 	When Expression `json:"when,omitempty"`
+	// approvalTimeout bounds how long a call waits for an approval, and what
+	// happens then: Reject returns the rejection to the model as the tool's
+	// result, Escalate makes the Session Escalated.
+	// +optional
+	ApprovalTimeout *ApprovalTimeout `json:"approvalTimeout,omitempty"`
 	// requires lists context keys that must be present before the tool is
 	// called; a call without them is refused with a Tool failure and never
 	// reaches the server.

@@ -23,6 +23,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/controller"
+	"github.com/journeyops/journey-operator/internal/servingcert"
 	"github.com/journeyops/journey-operator/internal/tracing"
 	"github.com/journeyops/journey-operator/internal/webhook"
 )
@@ -37,6 +38,7 @@ type flags struct {
 	concurrency                     int
 	qps                             float64
 	burst                           int
+	certs                           certFlags
 }
 
 func (f *flags) bind(fs *flag.FlagSet) {
@@ -44,7 +46,8 @@ func (f *flags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader so that only one manager is active (active/standby).")
 	fs.BoolVar(&f.secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
-	fs.BoolVar(&f.enableWebhooks, "enable-webhooks", true, "Serve the Session admission webhook (stamps and authorizes approvals). Needs serving certificates, e.g. from cert-manager (config/default).")
+	fs.BoolVar(&f.enableWebhooks, "enable-webhooks", true, "Serve the Session admission webhook (stamps and authorizes approvals). Needs a serving certificate: see --webhook-certificate.")
+	f.certs.bind(fs)
 	fs.IntVar(&f.concurrency, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "Sessions stepped in parallel; also the most agent calls in flight.")
 	fs.StringVar(&f.advance, "advance", string(controller.AdvanceWatch), "How Running Sessions get their next step: watch or requeue.")
 	fs.StringVar(&f.shardSelector, "shard-selector", "", "Label selector of the Sessions this manager runs, e.g. 'journey.dev/shard=a' (empty: all). Each shard elects its own leader.")
@@ -108,6 +111,15 @@ func main() {
 		os.Exit(2)
 	}
 
+	certs, err := f.certs.provisioner()
+	if err != nil {
+		log.Error(err, "Invalid webhook certificate flags")
+		os.Exit(2)
+	}
+	if !f.enableWebhooks {
+		certs = nil
+	}
+
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(f.qps), f.burst
 	metricsOpts := metricsserver.Options{BindAddress: f.metricsAddr, SecureServing: f.secureMetrics}
@@ -121,6 +133,7 @@ func main() {
 		LeaderElection:         f.leaderElect,
 		LeaderElectionID:       controller.LeaderElectionID(shard),
 		Cache:                  cacheOptions(shard, namespaces),
+		WebhookServer:          f.certs.webhookServer(certs),
 	})
 	if err != nil {
 		log.Error(err, "Unable to create manager")
@@ -132,7 +145,7 @@ func main() {
 		log.Error(err, "Unable to set up tracing")
 		os.Exit(1)
 	}
-	if err := setup(mgr, f, shard, traces); err != nil {
+	if err := setup(mgr, f, shard, traces, certs); err != nil {
 		log.Error(err, "Unable to set up the manager")
 		os.Exit(1)
 	}
@@ -168,8 +181,9 @@ func shutdownTracing(p *tracing.Provider) {
 	}
 }
 
-// setup registers the controllers, the webhooks when enabled, and the health checks.
-func setup(mgr ctrl.Manager, f flags, shard labels.Selector, traces *tracing.Provider) error {
+// setup registers the controllers, the webhooks when enabled (and the rotator of
+// their certificate when the manager provisions it), and the health checks.
+func setup(mgr ctrl.Manager, f flags, shard labels.Selector, traces *tracing.Provider, certs *servingcert.Provisioner) error {
 	if err := controller.Setup(mgr, controller.Options{
 		Advance:                 controller.AdvanceMode(f.advance),
 		MaxConcurrentReconciles: f.concurrency,
@@ -181,6 +195,15 @@ func setup(mgr ctrl.Manager, f flags, shard labels.Selector, traces *tracing.Pro
 	if f.enableWebhooks {
 		if err := webhook.SetupWebhooks(mgr, webhook.Options{}); err != nil {
 			return fmt.Errorf("webhooks: %w", err)
+		}
+	}
+	if certs != nil {
+		if err := certs.Add(mgr); err != nil {
+			return err
+		}
+		// Not ready until the certificate is there and the webhook server serves.
+		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return err
 		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

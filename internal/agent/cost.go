@@ -57,3 +57,16 @@ func EstimateTokens(chars int) int64 {
 func WorstCaseCost(pricing *flowv1.Pricing, promptTokens, maxCompletionTokens int64) float64 {
 	return Cost(pricing, Usage{PromptTokens: promptTokens, CompletionTokens: maxCompletionTokens})
 }
+
+// DefaultMaxTokens caps the tokens of one answer of an agent without maxTokens.
+const DefaultMaxTokens = 1024
+
+// MaxTokens is the cap on the tokens of one answer of the agent spec: spec.maxTokens,
+// or DefaultMaxTokens. The openai provider sends it with every call, so it bounds
+// what a call can cost before it is made.
+func MaxTokens(spec flowv1.AgentSpec) int64 {
+	if spec.MaxTokens != nil && *spec.MaxTokens > 0 {
+		return int64(*spec.MaxTokens)
+	}
+	return DefaultMaxTokens
+}

@@ -25,7 +25,8 @@ import (
 //     differ) and the turn is complete when every agent says so. The first error in
 //     declared order fails the turn.
 //   - Router: the first agent classifies the message with the other agents' names as
-//     intents; the chosen agent runs the turn. No choice, an unknown one or an invalid
+//     intents (with their routing patterns, for builtin agents); the chosen agent
+//     runs the turn. No choice, an unknown one or an invalid
 //     answer falls back to the second agent (the first handler).
 //   - Ensemble: all agents run concurrently; the answer is the first (in declared
 //     order) whose result type is the most common one.
@@ -180,6 +181,9 @@ func runRouter(ctx context.Context, agents []Agent, req PathwayRequest) (Pathway
 	intents := make([]Intent, len(handlers))
 	for i, n := range handlers {
 		intents[i] = Intent{Name: n, Description: "The message is for the " + n + " agent."}
+		if r, ok := agents[i+1].(router); ok {
+			intents[i].Patterns = r.RoutingPatterns()
+		}
 	}
 	choice, err := agents[0].ClassifyIntent(ctx, IntentRequest{Message: req.Message, Intents: intents, Context: req.Context})
 	if err != nil && ClassOf(err) != Invalid {
@@ -197,6 +201,12 @@ func runRouter(ctx context.Context, agents []Agent, req PathwayRequest) (Pathway
 	resp, err := agents[handler].RunPathway(ctx, req)
 	resp.Usage = resp.Usage.Add(choice.Usage)
 	return resp, err
+}
+
+// router is an agent that says which messages a Router pipeline should send it: the
+// builtin provider's patterns.
+type router interface {
+	RoutingPatterns() []string
 }
 
 // agentNames are the pathway's agent names when they match the agents given, else

@@ -4,13 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -77,28 +82,37 @@ func TestLongConversationStaysBounded(t *testing.T) {
 	bound := session.MaxObjectBytes(j.Spec.Limits)
 	big := strings.Repeat("x", 8000)
 
-	say := func(i int) {
-		text := fmt.Sprintf("message %d", i)
+	text := func(i int) string {
 		if i%20 == 0 {
-			text = fmt.Sprintf("%d %s", i, big)
+			return fmt.Sprintf("%d %s", i, big)
 		}
-		if _, _, err := plugin.SendMessage(ctx, k8sClient, key, fmt.Sprintf("m-%d", i), text); err != nil {
-			t.Errorf("say %d: %v", i, err)
-		}
+		return fmt.Sprintf("message %d", i)
 	}
 	largest, at100 := 0, 0
 	for sent := 0; sent < total; {
 		from, to := sent+1, min(sent+20, total)
-		// Two senders at once, as two browser tabs would: each say retries on a
-		// conflict, and every message is processed once whatever the order.
+		// Two senders at once, as two browser tabs would: one through kubectl journey
+		// say, one message at a time, the other a client of its own that appends the
+		// rest in one patch and drops the processed messages in the same patch, as
+		// any client may. Each retries on a conflict, and every message is processed
+		// once whatever the order.
 		var wg sync.WaitGroup
-		for sender := range 2 {
-			wg.Go(func() {
-				for k := from + sender; k <= to; k += 2 {
-					say(k)
+		wg.Go(func() {
+			for k := from; k < from+2; k++ {
+				if _, _, err := plugin.SendMessage(ctx, k8sClient, key, fmt.Sprintf("m-%d", k), text(k)); err != nil {
+					t.Errorf("say %d: %v", k, err)
 				}
-			})
-		}
+			}
+		})
+		wg.Go(func() {
+			var batch []flowv1.Message
+			for k := from + 2; k <= to; k++ {
+				batch = append(batch, flowv1.Message{ID: fmt.Sprintf("m-%d", k), Text: text(k)})
+			}
+			if err := sendCompacting(ctx, key, batch); err != nil {
+				t.Errorf("sending messages %d to %d: %v", from+2, to, err)
+			}
+		})
 		wg.Wait()
 		if t.Failed() {
 			t.FailNow()
@@ -140,7 +154,36 @@ func TestLongConversationStaysBounded(t *testing.T) {
 	if end := storedBytes(t, ns, "long"); end > at100+16384 {
 		t.Errorf("the Session grew from %d bytes at message 100 to %d at message %d", at100, end, total)
 	}
+	trimmedOnce(t, ns, s)
 	t.Logf("largest %d bytes (bound %d), %d at message 100", largest, bound, at100)
+}
+
+// trimmedOnce checks that a Session whose transcript lost its oldest exchanges says so:
+// the TranscriptTrimmed condition, and one Event when it first happened, however many
+// exchanges were dropped since.
+func trimmedOnce(t *testing.T, ns string, s *flowv1.Session) {
+	t.Helper()
+	c := apimeta.FindStatusCondition(s.Status.Conditions, flowv1.ConditionTranscriptTrimmed)
+	if s.Status.TranscriptDropped == 0 || c == nil || c.Status != metav1.ConditionTrue || c.Reason != flowv1.ReasonOldestExchangesDropped ||
+		!strings.Contains(c.Message, "pathway agents no longer see them") {
+		t.Errorf("%d exchanges dropped, condition %+v", s.Status.TranscriptDropped, c)
+	}
+	eventually(t, 10*time.Second, func() error {
+		var list eventsv1.EventList
+		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		n := 0
+		for _, e := range list.Items {
+			if e.Regarding.Name == s.Name && e.Reason == flowv1.ConditionTranscriptTrimmed {
+				n++
+			}
+		}
+		if n != 1 {
+			return fmt.Errorf("%d TranscriptTrimmed Events, want 1", n)
+		}
+		return nil
+	})
 }
 
 // refusedAtTheLimit sends 8,000-character messages to a Session that processes none:
@@ -171,4 +214,29 @@ func refusedAtTheLimit(t *testing.T, ctx context.Context, key client.ObjectKey, 
 	if err := k8sClient.Patch(ctx, s, patch); err == nil || !strings.Contains(err.Error(), "only processed messages can be dropped") {
 		t.Fatalf("dropping pending messages: %v", err)
 	}
+}
+
+// sendCompacting appends msgs to spec.messages of the Session key in one JSON patch
+// and, in the same patch, drops its processed messages from the front, raising
+// spec.messagesDropped by as many: the protocol any client may follow. The patch is
+// conditional on the resourceVersion it was built from and built again on a conflict.
+func sendCompacting(ctx context.Context, key client.ObjectKey, msgs []flowv1.Message) error {
+	backoff := wait.Backoff{Steps: 20, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.5, Cap: time.Second}
+	return retry.RetryOnConflict(backoff, func() error {
+		s := &flowv1.Session{}
+		if err := k8sClient.Get(ctx, key, s); err != nil {
+			return err
+		}
+		drop := min(int(s.DroppableMessages()-s.Spec.MessagesDropped), len(s.Spec.Messages))
+		kept := append(slices.Clone(s.Spec.Messages[max(drop, 0):]), msgs...)
+		patch, err := json.Marshal([]map[string]any{
+			{"op": "replace", "path": "/metadata/resourceVersion", "value": s.ResourceVersion},
+			{"op": "add", "path": "/spec/messages", "value": kept},
+			{"op": "add", "path": "/spec/messagesDropped", "value": int(s.Spec.MessagesDropped) + max(drop, 0)},
+		})
+		if err != nil {
+			return err
+		}
+		return k8sClient.Patch(ctx, s, client.RawPatch(types.JSONPatchType, patch))
+	})
 }

@@ -23,7 +23,7 @@ var (
 	}, []string{"journey", "action"})
 	agentDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "journey_agent_request_duration_seconds",
-		Help:    "Duration of agent calls by provider and role (pathway, decision, intent), retries included.",
+		Help:    "Duration of agent and tool calls, retries included, by provider (tool for a tool call), role (RunPathway, Decide, ClassifyIntent, CallTool) and result (ok, Transient, Terminal, Invalid).",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 10),
 	}, []string{"provider", "role", "result"})
 	agentTokens = prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -210,11 +210,12 @@ func (r *SessionReconciler) expire(ctx context.Context, s *flowv1.Session, now t
 }
 
 // emit records an Event for each transition, block and escalation of the step, and
-// counts transitions.
+// for the first trim of its transcript, and counts transitions.
 func (r *SessionReconciler) emit(s *flowv1.Session, old, status *flowv1.SessionStatus) {
 	for _, e := range engine.Events(old, status) {
 		r.Recorder.Eventf(s, nil, e.Type, e.Reason, "Step", "%s", e.Message)
 	}
+	r.emitTrimmed(s, old, status)
 	if n := len(status.History); n > 0 && status.Transitions > old.Transitions {
 		added := int(status.Transitions - old.Transitions)
 		for i := max(0, n-added); i < n; i++ {

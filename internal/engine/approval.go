@@ -14,7 +14,7 @@ func (r *run) awaiting() bool {
 
 // approvalsPending reports whether spec.approvals has entries not processed yet.
 func (r *run) approvalsPending() bool {
-	return int(r.st.ProcessedApprovals) < len(r.spec.Approvals)
+	return r.st.ProcessedApprovals < r.spec.ApprovalCount()
 }
 
 // approval processes the next entry of spec.approvals: it approves or rejects the
@@ -22,8 +22,7 @@ func (r *run) approvalsPending() bool {
 // PolicyDenied turn).
 func (r *run) approval() {
 	st := r.st
-	a := r.spec.Approvals[st.ProcessedApprovals]
-	st.ProcessedApprovals++
+	a := r.nextApproval()
 	var prevOutputs map[string]any
 	if st.LastTurn != nil && st.LastTurn.Outputs != nil {
 		prevOutputs, _ = decodeJSON(st.LastTurn.Outputs)
@@ -40,7 +39,7 @@ func (r *run) approval() {
 		return
 	}
 	if !a.Approves() {
-		r.reject(ld, a, d)
+		r.reject(ld, a, d, flowv1.SourceApproval)
 		return
 	}
 	r.approve(ld, a, d != nil && d.Messaging, prevOutputs)
@@ -68,13 +67,13 @@ func approverReason(verb string, a flowv1.Approval) string {
 // reject sends the work back: to the decision's onRejected, else to the pathway the
 // Session was in before the deciding one, else the deciding pathway runs again. The
 // pathway runs at once with the rejection as feedback, so the same question is never
-// asked unchanged.
-func (r *run) reject(ld *flowv1.DecisionRecord, a flowv1.Approval, d *flowv1.Decision) {
+// asked unchanged. source is who rejected: an Approval, or the approval Timeout.
+func (r *run) reject(ld *flowv1.DecisionRecord, a flowv1.Approval, d *flowv1.Decision, source flowv1.DecisionSource) {
 	st := r.st
 	to := r.rejectedTo(ld, d)
 	rec := ld.DeepCopy()
 	rec.State = flowv1.DecisionRejected
-	rec.Source = flowv1.SourceApproval
+	rec.Source = source
 	rec.To = to
 	rec.Reasoning = truncate(approverReason("rejected", a), 1024)
 	st.Phase = flowv1.PhaseRunning
@@ -85,11 +84,11 @@ func (r *run) reject(ld *flowv1.DecisionRecord, a flowv1.Approval, d *flowv1.Dec
 		st.PathwayTurns = 0
 		st.Transitions++
 		r.appendHistory(flowv1.HistoryEntry{Time: r.now, Step: r.step, From: st.CurrentPathway, To: st.CurrentPathway,
-			Action: flowv1.ActionRetry, Source: flowv1.SourceApproval, Transition: ld.Transition, Confidence: ld.Confidence,
+			Action: flowv1.ActionRetry, Source: source, Transition: ld.Transition, Confidence: ld.Confidence,
 			Iteration: st.Iteration, Reason: rec.Reasoning})
 	} else {
 		rec.Action = flowv1.ActionAdvance
-		r.move(move{to: to, action: flowv1.ActionAdvance, source: flowv1.SourceApproval, transition: ld.Transition,
+		r.move(move{to: to, action: flowv1.ActionAdvance, source: source, transition: ld.Transition,
 			confidence: ld.Confidence, reasoning: rec.Reasoning, record: rec})
 	}
 	if st.LastTurn.FinishReason == "" {
@@ -164,4 +163,15 @@ func (r *run) decisionSpec(ld *flowv1.DecisionRecord) *flowv1.Decision {
 		return t.Decision
 	}
 	return nil
+}
+
+// nextApproval takes the next pending approval (approvalsPending said there is one) and
+// counts it as processed. Only an update that bypassed the Session's validation drops
+// an approval that was not processed; it can no longer be read, so it is skipped.
+func (r *run) nextApproval() flowv1.Approval {
+	st := r.st
+	st.ProcessedApprovals = max(st.ProcessedApprovals, r.spec.ApprovalsDropped)
+	a, _ := r.spec.ApprovalAt(st.ProcessedApprovals)
+	st.ProcessedApprovals++
+	return *a
 }

@@ -14,7 +14,7 @@ func idleDeadline(l limits, spec *flowv1.SessionSpec, st *flowv1.SessionStatus) 
 	if l.idle <= 0 || st.Phase != flowv1.PhaseWaitingForInput || st.Turn != nil || st.LastActivityTime == nil {
 		return time.Time{}, false
 	}
-	if spec != nil && (st.ProcessedMessages < spec.MessageCount() || int(st.ProcessedOutcomes) < len(spec.Outcomes)) {
+	if spec != nil && (st.ProcessedMessages < spec.MessageCount() || st.ProcessedOutcomes < spec.OutcomeCount()) {
 		return time.Time{}, false
 	}
 	return st.LastActivityTime.Add(l.idle), true
@@ -23,7 +23,8 @@ func idleDeadline(l limits, spec *flowv1.SessionSpec, st *flowv1.SessionStatus) 
 // NextDeadline is the earliest time at which a step of a Session with this spec and
 // status, created at created (else started at status.startTime), would stop it
 // without any input: its session timeout or, while it waits for input, its idle
-// timeout. It is zero when the Session has not started.
+// timeout, or, while it waits for an approval with a timeout, that approval's
+// deadline. It is zero when the Session has not started.
 func (s *Snapshot) NextDeadline(spec *flowv1.SessionSpec, st *flowv1.SessionStatus, created time.Time) time.Time {
 	if st == nil {
 		return time.Time{}
@@ -38,6 +39,9 @@ func (s *Snapshot) NextDeadline(spec *flowv1.SessionSpec, st *flowv1.SessionStat
 	}
 	if idle, ok := idleDeadline(s.lim, spec, st); ok && (at.IsZero() || idle.Before(at)) {
 		at = idle
+	}
+	if approval, _, ok := s.approvalDeadline(st); ok && (at.IsZero() || approval.Before(at)) {
+		at = approval
 	}
 	return at
 }

@@ -231,6 +231,9 @@ func (r *run) weigh(dc decision) {
 
 // waitForApprover makes rec the decision the Session waits on, in phase.
 func (r *run) waitForApprover(rec *flowv1.DecisionRecord, phase flowv1.Phase, finish flowv1.FinishReason) {
+	if rec.WaitingSince == nil {
+		rec.WaitingSince = &r.now
+	}
 	r.st.LastDecision = rec
 	r.st.Phase = phase
 	if r.st.LastTurn != nil {

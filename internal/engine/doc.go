@@ -19,10 +19,13 @@
 //  4. The first step (phase empty or Pending) starts the Session in the entry pathway:
 //     iteration 1, the context from spec.initialContext, startTime, journeyRevision. It
 //     then goes on with the next rules in the same step.
-//  5. A blocked Session (see Caps) does nothing more until it is cancelled.
+//  5. A blocked Session (see Caps) does nothing more until it is cancelled, or, blocked
+//     by the budget or maxTurns, until spec.limits lifts the cap.
 //  6. The session timeout (from the creation time, else startTime) blocks the Session,
 //     even when it is idle.
-//  7. A turn in progress (status.turn) continues, consuming status.pendingEffect.
+//  7. An approval waited for past its approval timeout (no approval left to process)
+//     applies its onTimeout. A turn in progress (status.turn) continues, consuming
+//     status.pendingEffect.
 //  8. In AwaitingApproval or Escalated, the next approval is processed; messages and
 //     outcomes wait.
 //  9. Otherwise an unprocessed approval is processed (it can only be ignored: no
@@ -127,6 +130,12 @@
 // allowed, or from someone not in decision.approvers.users (when only users are
 // listed) are counted as processed and recorded as a PolicyDenied turn.
 //
+// A decision's approval.timeout and a tool's approvalTimeout count from
+// lastDecision.waitingSince (approvaltimeout.go). Past it, with no approval left to
+// process, onTimeout applies: Reject rejects as the system (source Timeout; a
+// decision goes to onRejected, a tool call is Rejected and never made), Escalate makes
+// the Session Escalated. NextDeadline includes the deadline.
+//
 // # Actions, caps and loops (move.go)
 //
 // Advance moves; JumpBack moves and starts a new cycle (iteration + 1, retries
@@ -135,14 +144,17 @@
 // pathwayTurns, so an Entry pathway runs again. Caps block the Session instead of
 // acting: maxTurns (before a turn starts), maxIterations (before a JumpBack),
 // maxTransitions, the retry limit, sessionTimeout, idleTimeout (while waiting for
-// input, counted from status.lastActivityTime) and the budget (tokens or cost,
-// before a turn starts and before any remote call). Loop prevention blocks a move that
+// input, counted from status.lastActivityTime) and the budget (tokens or cost:
+// before a turn starts, what was spent; before any remote call, what was spent plus
+// the call's worst case, budget.go; the turn then waits in progress). Loop prevention blocks a move that
 // would complete more than maxCycleRepeats traversals of one cycle of pathways within
 // the last window Advance moves of the current iteration (retries and self-transitions
 // are not cycles; a JumpBack starts a new cycle on purpose and maxIterations caps
 // those). A block keeps the phase, sets Stalled=True and Ready=False with the cap's
 // reason, ends the turn with the matching finishReason and a Policy failure, and
-// records a Block entry in history. It lasts until the Session is cancelled. Stalled conditions set by the controller
+// records a Block entry in history. It lasts until the Session is cancelled, except
+// that spec.limits (a per-Session override) lifts BudgetExceeded and TurnLimit when it
+// raises the cap: the stalled turn goes on. Stalled conditions set by the controller
 // with other reasons (AgentTerminalError, ...) do not block the engine and are
 // cleared by the next step that runs.
 //

@@ -103,7 +103,8 @@ func decisionEqual(a, b *flowv1.DecisionRecord) bool {
 	}
 	return a.ID == b.ID && a.Transition == b.Transition && a.From == b.From && a.To == b.To && a.Action == b.Action &&
 		a.Source == b.Source && a.Agent == b.Agent && a.Confidence == b.Confidence && a.Reasoning == b.Reasoning &&
-		slices.Equal(a.AllowedDestinations, b.AllowedDestinations) && a.State == b.State
+		slices.Equal(a.AllowedDestinations, b.AllowedDestinations) && a.State == b.State &&
+		(a.WaitingSince == nil) == (b.WaitingSince == nil) && (a.WaitingSince == nil || a.WaitingSince.Equal(b.WaitingSince))
 }
 
 func effectEqual(a, b *flowv1.EffectRecord) bool {

@@ -8,7 +8,6 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
-	"github.com/journeyops/journey-operator/internal/agent/builtin"
 )
 
 // runPathway is the Run stage: the current pathway runs the turn, builtin inline or
@@ -45,7 +44,7 @@ func (r *run) runPathway() stageResult {
 		}
 		req.Tools = results
 	}
-	resp, err := builtin.Run(req)
+	resp, err := r.runBuiltin(p, req)
 	if err != nil {
 		f := failureOf(err, name)
 		return r.applyResult(agent.PathwayResponse{}, &f)

@@ -230,6 +230,8 @@ func Events(old, cur *flowv1.SessionStatus) []Event {
 			out = append(out, Event{EventWarning, reason, c.Message})
 		}
 	}
+	out = append(out, capEvents(old, cur)...)
+	out = append(out, timeoutEvents(old, cur)...)
 	if lt := cur.LastTurn; lt != nil && len(lt.Failures) > 0 && cur.Step > old.Step && !sameFailures(old.LastTurn, lt) {
 		_, blocked := Blocked(cur)
 		if !blocked && cur.Phase != flowv1.PhaseFailed {

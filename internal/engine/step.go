@@ -51,6 +51,9 @@ func Step(snap *Snapshot, in Input) (*flowv1.SessionStatus, *Effect) {
 	}
 	terminal := old.Phase.IsTerminal()
 	eff := r.do()
+	if eff == nil && r.stalledAgain() {
+		return old.DeepCopy(), nil // the override did not lift the cap
+	}
 	if !terminal {
 		r.settle()
 	}
@@ -84,6 +87,8 @@ type run struct {
 	ctx     map[string]any       // the decoded context, once needed
 
 	suspended bool
+	// lifted is the cap this step tried to lift under spec.limits.
+	lifted *liftedCap
 	// readyReason and readyMessage explain a failure in the Ready condition.
 	readyReason, readyMessage string
 }
@@ -106,7 +111,7 @@ func (r *run) do() *Effect {
 			return nil
 		}
 	}
-	if r.blocked() {
+	if r.blocked() && !r.liftCap() {
 		return nil
 	}
 	r.pending, st.PendingEffect = st.PendingEffect, nil
@@ -118,6 +123,9 @@ func (r *run) do() *Effect {
 	if at, ok := idleDeadline(r.snap.lim, r.spec, r.st); ok && r.in.Now.After(at) {
 		r.block(flowv1.ReasonIdleTimeout, flowv1.FinishDeadline, nil,
 			fmt.Sprintf("the session waited for input longer than its idle timeout of %s", r.snap.lim.idle))
+		return nil
+	}
+	if r.approvalExpired() && st.Turn == nil {
 		return nil
 	}
 	if st.Turn != nil {
@@ -219,20 +227,6 @@ func (r *run) timedOut() bool {
 	return r.in.Now.After(r.snap.Deadline(start))
 }
 
-func (r *run) overBudget() (string, bool) {
-	l := r.snap.lim
-	u := r.st.Usage
-	if l.maxTokens > 0 && u.PromptTokens+u.CompletionTokens >= l.maxTokens {
-		return fmt.Sprintf("%d tokens used, budget is %d", u.PromptTokens+u.CompletionTokens, l.maxTokens), true
-	}
-	if l.maxCost > 0 {
-		if c, _ := parseNano(u.CostUSD); c >= l.maxCost {
-			return fmt.Sprintf("USD %s spent, budget is %s", formatNano(c), formatNano(l.maxCost)), true
-		}
-	}
-	return "", false
-}
-
 func (r *run) current() *flowv1.PathwaySpec {
 	return r.snap.pathways[r.st.CurrentPathway]
 }
@@ -263,7 +257,7 @@ func (r *run) hasWork() bool {
 	if r.entryDue() {
 		return true
 	}
-	if r.external() && int(st.ProcessedOutcomes) < len(r.spec.Outcomes) {
+	if r.external() && st.ProcessedOutcomes < r.spec.OutcomeCount() {
 		return true
 	}
 	return st.ProcessedMessages < r.spec.MessageCount()

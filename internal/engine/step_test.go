@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,8 +55,14 @@ func TestCaps(t *testing.T) {
 		}
 	})
 	t.Run("budget", func(t *testing.T) {
+		// Each call reports USD 0.9; its worst case at this pricing (a prompt of a few
+		// hundred tokens at USD 100 per million plus 200 answer tokens at USD 1000 per
+		// million) is about USD 0.3. After two calls USD 0.2 is left: the third call
+		// is not made, and the Session never spends past its cap.
+		maxTokens := int32(200)
 		s := newSession(t, conversation(func(j *flowv1.JourneySpec) {
-			j.Agents = []flowv1.AgentSpec{{Name: "bot", Provider: flowv1.ProviderOpenAI, Model: "m"}}
+			j.Agents = []flowv1.AgentSpec{{Name: "bot", Provider: flowv1.ProviderOpenAI, Model: "m", MaxTokens: &maxTokens,
+				Pricing: &flowv1.Pricing{PromptPerMTok: "100", CompletionPerMTok: "1000"}}}
 			j.Limits.Budget = &flowv1.Budget{MaxCostUSD: "2.0", MaxTokens: 100000}
 		}))
 		l := &llm{usage: agent.Usage{PromptTokens: 1000, CompletionTokens: 200, CostUSD: 0.9},
@@ -67,11 +74,18 @@ func TestCaps(t *testing.T) {
 			s.say(fmt.Sprintf("m%d", i), "hi")
 		}
 		s.settle()
-		if s.stalled() != flowv1.ReasonBudgetExceeded || l.calls[flowv1.EffectRunPathway] != 3 {
+		if s.stalled() != flowv1.ReasonBudgetExceeded || l.calls[flowv1.EffectRunPathway] != 2 {
 			t.Fatalf("stalled %q after %d calls", s.stalled(), l.calls[flowv1.EffectRunPathway])
 		}
-		if u := s.st.Usage; u.CostUSD != "2.7" || u.PromptTokens != 3000 || u.CompletionTokens != 600 {
-			t.Errorf("usage %+v", u)
+		if u := s.st.Usage; u.CostUSD != "1.8" || u.PromptTokens != 2000 || u.CompletionTokens != 400 {
+			t.Errorf("usage %+v: the cap of USD 2 must never be exceeded", u)
+		}
+		if s.st.LastTurn.FinishReason != flowv1.FinishBudgetExceeded || s.st.Turn == nil || s.st.ProcessedMessages != 3 {
+			t.Errorf("the unaffordable turn must wait in progress: finish %s turn %v processed %d",
+				s.st.LastTurn.FinishReason, s.st.Turn, s.st.ProcessedMessages)
+		}
+		if c := s.condition(flowv1.ConditionStalled); c == nil || !strings.Contains(c.Message, "could cost up to USD 0.") {
+			t.Errorf("Stalled %+v", c)
 		}
 	})
 	t.Run("transition limit", func(t *testing.T) {

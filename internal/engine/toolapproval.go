@@ -58,11 +58,12 @@ func (r *run) holdForApproval(c *flowv1.ToolCallProgress) {
 	st := r.st
 	c.AwaitingApproval = true
 	st.LastDecision = &flowv1.DecisionRecord{
-		ID:         c.ID,
-		Transition: "tool:" + c.Tool,
-		From:       st.CurrentPathway,
-		Reasoning:  toolPreview(c),
-		State:      flowv1.DecisionPending,
+		ID:           c.ID,
+		Transition:   "tool:" + c.Tool,
+		From:         st.CurrentPathway,
+		Reasoning:    toolPreview(c),
+		State:        flowv1.DecisionPending,
+		WaitingSince: &r.now,
 	}
 	st.Phase = flowv1.PhaseAwaitingApproval
 }
@@ -85,8 +86,7 @@ func (r *run) toolApproval(c *flowv1.ToolCallProgress) (res stageResult, goOn bo
 	if !r.approvalsPending() {
 		return stageResult{pause: true}, false
 	}
-	a := r.spec.Approvals[st.ProcessedApprovals]
-	st.ProcessedApprovals++
+	a := r.nextApproval()
 	if a.DecisionID != c.ID {
 		r.addFailure(flowv1.Failure{Source: flowv1.FailurePolicy, Component: "approval", Kind: flowv1.FailurePolicyKind,
 			Message: fmt.Sprintf("approval for decision %q ignored: tool call %s waits for approval", a.DecisionID, c.ID)})

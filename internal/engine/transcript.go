@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
 )
@@ -13,7 +15,8 @@ import (
 // The transcript (status.transcript) is the conversation pathway agents see: each
 // turn's user message with the reply that answered it, bounded by
 // limits.maxTranscriptBytes. Whole exchanges are dropped from the front to stay under
-// the bound; a message is never cut.
+// the bound; a message is never cut. The first drop sets the TranscriptTrimmed
+// condition, which stays: the conversation agents see is no longer the whole one.
 //
 // A turn that called tools also keeps, in its exchange, each call with a short
 // preview of its arguments and of what came of it (the result, or why it failed or
@@ -68,6 +71,9 @@ func (r *run) recordExchange() {
 	if drop > 0 {
 		st.Transcript = append([]flowv1.Exchange(nil), st.Transcript[drop:]...)
 		st.TranscriptDropped += int32(drop)
+		setCondition(st, flowv1.ConditionTranscriptTrimmed, metav1.ConditionTrue, flowv1.ReasonOldestExchangesDropped, fmt.Sprintf(
+			"The oldest exchanges are dropped from status.transcript to keep it under %d bytes (status.transcriptDropped counts them); pathway agents no longer see them",
+			r.snap.lim.transcriptBytes), r.now)
 	}
 	if len(st.Transcript) == 0 {
 		st.Transcript = nil

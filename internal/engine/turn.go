@@ -46,8 +46,8 @@ func (r *run) startTurn() *Effect {
 	if !ok {
 		return nil
 	}
-	if int(st.Turns) >= r.snap.lim.turns {
-		r.block(flowv1.ReasonTurnLimit, flowv1.FinishTurnLimit, nil, fmt.Sprintf("the session reached maxTurns %d", r.snap.lim.turns))
+	if turns := r.limits().turns; int(st.Turns) >= turns {
+		r.block(flowv1.ReasonTurnLimit, flowv1.FinishTurnLimit, nil, fmt.Sprintf("the session reached maxTurns %d", turns))
 		return nil
 	}
 	if why, over := r.overBudget(); over {
@@ -85,14 +85,15 @@ func (r *run) nextTrigger() (trigger flowv1.TurnTrigger, outcome int, ok bool) {
 	switch {
 	case r.entryDue():
 		return flowv1.TurnEntry, -1, true
-	case r.external() && int(st.ProcessedOutcomes) < len(r.spec.Outcomes):
-		// Outcomes for another pathway or iteration are stale: skip them.
-		for i := int(st.ProcessedOutcomes); i < len(r.spec.Outcomes); i++ {
-			o := r.spec.Outcomes[i]
+	case r.external() && st.ProcessedOutcomes < r.spec.OutcomeCount():
+		// Outcomes for another pathway or iteration are stale: skip them. Outcomes
+		// dropped unprocessed (by an update that bypassed validation) are skipped too.
+		for i := max(st.ProcessedOutcomes, r.spec.OutcomesDropped); i < r.spec.OutcomeCount(); i++ {
+			o, _ := r.spec.OutcomeAt(i)
 			if string(o.Pathway) == st.CurrentPathway && o.Iteration == st.Iteration {
-				return flowv1.TurnExternalOutcome, i, true
+				return flowv1.TurnExternalOutcome, int(i), true
 			}
-			st.ProcessedOutcomes = int32(i + 1)
+			st.ProcessedOutcomes = i + 1
 		}
 		return "", -1, false
 	case st.ProcessedMessages < r.spec.MessageCount():
@@ -136,8 +137,9 @@ func (r *run) runStage(stage flowv1.TurnStage) stageResult {
 
 // remote returns the journaled answer to req when there is one for exactly this
 // request. Otherwise the answer is nil and the stage returns res: it waits on the
-// effect that asks for req, or, when the budget is spent, the Session is blocked and
-// the turn is over.
+// effect that asks for req, or, when the budget is spent or the worst case of the
+// call could exceed it, the call is not made: the Session is blocked with the turn
+// kept in progress, to go on when spec.limits raises the budget.
 func (r *run) remote(kind flowv1.EffectKind, agents []flowv1.AgentSpec, pipeline flowv1.Pipeline, req any) (answer *flowv1.EffectRecord, res stageResult) {
 	eff := newEffect(kind, agents, pipeline, req)
 	if p := r.pending; p != nil && p.Kind == kind && p.InputHash == eff.InputHash {
@@ -147,8 +149,10 @@ func (r *run) remote(kind flowv1.EffectKind, agents []flowv1.AgentSpec, pipeline
 	// A journaled answer to another question is stale: it is dropped and asked again.
 	r.pending = nil
 	if why, over := r.overBudget(); over {
-		r.block(flowv1.ReasonBudgetExceeded, flowv1.FinishBudgetExceeded, nil, why)
-		return nil, turnOver
+		return nil, r.stallOnBudget(why)
+	}
+	if why, over := r.unaffordable(eff); over {
+		return nil, r.stallOnBudget(why)
 	}
 	return nil, waitOn(eff)
 }
@@ -181,10 +185,10 @@ func (r *run) addUsage(u flowv1.Usage) {
 	}
 }
 
-// applyOutcome applies the External outcome at index i of spec.outcomes as the
-// pathway's result.
+// applyOutcome applies External outcome i of the Session (counted from the first one
+// ever sent) as the pathway's result.
 func (r *run) applyOutcome(i int) stageResult {
-	o := r.spec.Outcomes[i]
+	o, _ := r.spec.OutcomeAt(int32(i))
 	outputs, err := decodeJSON(o.Data)
 	if err != nil {
 		r.turnFailed(flowv1.Failure{Source: flowv1.FailureTool, Component: r.st.CurrentPathway, Kind: flowv1.FailureValidation,

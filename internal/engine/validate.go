@@ -110,6 +110,7 @@ func (c *checker) journey(j *flowv1.JourneySpec) {
 	for _, a := range j.Agents {
 		if a.Builtin != nil {
 			c.confidence(fmt.Sprintf("agent %s: builtin.confidence", a.Name), a.Builtin.Confidence)
+			c.builtinAgent(a)
 		}
 		if a.Provider == flowv1.ProviderOpenAI && a.Model == "" {
 			c.add("agent %s: provider openai needs a model", a.Name)
@@ -296,4 +297,17 @@ func edges(journey *flowv1.JourneySpec, pathways map[string]*flowv1.PathwaySpec,
 		}
 	}
 	return out
+}
+
+// builtinAgent checks what a builtin agent adds to pathway turns: outputs that
+// compile and a reply template that parses.
+func (c *checker) builtinAgent(a flowv1.AgentSpec) {
+	for _, o := range a.Builtin.Outputs {
+		c.cel(fmt.Sprintf("agent %s: builtin output %s", a.Name, o.Name), o.Expression)
+	}
+	if a.Builtin.Reply != "" {
+		if _, err := builtin.Parse(a.Builtin.Reply); err != nil {
+			c.add("agent %s: builtin reply: %v", a.Name, err)
+		}
+	}
 }

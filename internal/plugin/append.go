@@ -46,12 +46,7 @@ func appendToSession(ctx context.Context, c client.Client, key types.NamespacedN
 		if err != nil {
 			return err
 		}
-		var patch []byte
-		if field == "messages" {
-			patch, err = sayPatch(s, item)
-		} else {
-			patch, err = appendPatch(s.ResourceVersion, field, listLen(s, field), item)
-		}
+		patch, err := compactingPatch(s, field, item)
 		if err != nil {
 			return err
 		}
@@ -70,16 +65,26 @@ func appendToSession(ctx context.Context, c client.Client, key types.NamespacedN
 	return patched, err
 }
 
-func listLen(s *flowv1alpha1.Session, field string) int {
+// list is spec.<field> of s as JSON values, how many of its entries were dropped,
+// and how many the Session's validation lets be dropped (the processed ones).
+func list(s *flowv1alpha1.Session, field string) (items []any, dropped, droppable int32) {
 	switch field {
 	case "messages":
-		return len(s.Spec.Messages)
+		return anys(s.Spec.Messages), s.Spec.MessagesDropped, s.DroppableMessages()
 	case "outcomes":
-		return len(s.Spec.Outcomes)
+		return anys(s.Spec.Outcomes), s.Spec.OutcomesDropped, s.DroppableOutcomes()
 	case "approvals":
-		return len(s.Spec.Approvals)
+		return anys(s.Spec.Approvals), s.Spec.ApprovalsDropped, s.DroppableApprovals()
 	}
 	panic("unknown list " + field)
+}
+
+func anys[T any](l []T) []any {
+	out := make([]any, len(l))
+	for i := range l {
+		out[i] = l[i]
+	}
+	return out
 }
 
 type jsonPatchOp struct {
@@ -106,29 +111,29 @@ func appendPatch(rv, field string, n int, item any) ([]byte, error) {
 	return json.Marshal(ops)
 }
 
-// sayPatch is the JSON patch that appends a message to spec.messages of s and, in the
-// same update, drops the processed messages from its front, raising
-// spec.messagesDropped by as many (the Session's validation allows exactly that), so
-// that spec.messages holds only what is still pending and never outgrows its bound.
-// Like appendPatch it is conditional on the resourceVersion s was read at: the status
-// it counted processed messages from is the one the API server checks the drop against.
-func sayPatch(s *flowv1alpha1.Session, item any) ([]byte, error) {
-	drop := int(s.DroppableMessages() - s.Spec.MessagesDropped)
+// compactingPatch is the JSON patch that appends item to spec.<field> of s (messages,
+// outcomes or approvals) and, in the same update, drops the processed entries from its
+// front, raising spec.<field>Dropped by as many (the Session's validation allows
+// exactly that), so that the list holds only what is still pending and never
+// outgrows its bound. Like appendPatch it is conditional on the resourceVersion s was
+// read at: the status it counted processed entries from is the one the API server
+// checks the drop against.
+func compactingPatch(s *flowv1alpha1.Session, field string, item any) ([]byte, error) {
+	items, dropped, droppable := list(s, field)
+	drop := int(droppable - dropped)
 	if drop <= 0 {
-		return appendPatch(s.ResourceVersion, "messages", len(s.Spec.Messages), item)
+		return appendPatch(s.ResourceVersion, field, len(items), item)
 	}
 	if s.ResourceVersion == "" {
 		return nil, errors.New("session has no resourceVersion")
 	}
-	drop = min(drop, len(s.Spec.Messages))
-	kept := make([]any, 0, len(s.Spec.Messages)-drop+1)
-	for _, m := range s.Spec.Messages[drop:] {
-		kept = append(kept, m)
-	}
+	drop = min(drop, len(items))
+	kept := make([]any, 0, len(items)-drop+1)
+	kept = append(kept, items[drop:]...)
 	kept = append(kept, item)
 	return json.Marshal([]jsonPatchOp{
 		{Op: "replace", Path: "/metadata/resourceVersion", Value: s.ResourceVersion},
-		{Op: "add", Path: "/spec/messages", Value: kept},
-		{Op: "add", Path: "/spec/messagesDropped", Value: int(s.Spec.MessagesDropped) + drop},
+		{Op: "add", Path: "/spec/" + field, Value: kept},
+		{Op: "add", Path: "/spec/" + field + "Dropped", Value: int(dropped) + drop},
 	})
 }

@@ -282,7 +282,7 @@ func TestSayPatchCompacts(t *testing.T) {
 	s.Spec.Messages = []flowv1alpha1.Message{{ID: "m-3"}, {ID: "m-4"}, {ID: "m-5"}, {ID: "m-6"}}
 	s.Status.ProcessedMessages = 5 // m-5 is being processed
 	s.Status.Turn = &flowv1alpha1.TurnProgress{Trigger: flowv1alpha1.TurnMessage, MessageID: "m-5"}
-	p, err := sayPatch(s, flowv1alpha1.Message{ID: "m-7", Text: "hi"})
+	p, err := compactingPatch(s, "messages", flowv1alpha1.Message{ID: "m-7", Text: "hi"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestSayPatchCompacts(t *testing.T) {
 	}
 	s.Status.Turn = nil
 	s.Status.ProcessedMessages = 2
-	if p, _ = sayPatch(s, flowv1alpha1.Message{ID: "m-7", Text: "hi"}); strings.Contains(string(p), "messagesDropped") {
+	if p, _ = compactingPatch(s, "messages", flowv1alpha1.Message{ID: "m-7", Text: "hi"}); strings.Contains(string(p), "messagesDropped") {
 		t.Errorf("nothing to drop, yet %s", p)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -115,7 +116,11 @@ func (so *sayOptions) run(ctx context.Context, name, text string) error {
 	var last *flowv1alpha1.Session
 	err = observeSession(waitCtx, c, key, so.PollInterval, func(s *flowv1alpha1.Session) (bool, error) {
 		last = s
-		return replyReady(s, id, sentGen), nil
+		if !replyReady(s, id, sentGen) {
+			return false, nil
+		}
+		pending, err := journeyPending(waitCtx, c, s)
+		return !pending, err
 	})
 	if err != nil && last != nil && errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("timed out after %s waiting for session/%s to process message %s: %s", so.timeout, name, id, progressSummary(last, id))
@@ -237,6 +242,26 @@ func cannotStart(s *flowv1alpha1.Session) *metav1.Condition {
 		return c
 	}
 	return nil
+}
+
+// journeyPending reports whether a Session that cannot start is only waiting for its
+// Journey to be validated: the Journey exists and its controller has not yet said
+// Ready=False about its current generation (the Session reported it before the Journey
+// was created or validated). Waiting helps then; a missing or invalid Journey is final.
+func journeyPending(ctx context.Context, c client.Client, s *flowv1alpha1.Session) (bool, error) {
+	if cannotStart(s) == nil {
+		return false, nil
+	}
+	var j flowv1alpha1.Journey
+	err := c.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.JourneyRef.Name}, &j)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	ready := apimeta.FindStatusCondition(j.Status.Conditions, flowv1alpha1.ConditionReady)
+	return ready == nil || ready.ObservedGeneration < j.Generation || ready.Status == metav1.ConditionTrue, nil
 }
 
 func stalled(s *flowv1alpha1.Session) *metav1.Condition {

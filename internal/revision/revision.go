@@ -44,9 +44,10 @@ type ToolSchema struct {
 // LabelJourney marks the ControllerRevisions of a Journey.
 const LabelJourney = "flow.journey.dev/journey"
 
-// Name is <journey>-<content hash>: the same content always has the same name.
-func Name(journey string, raw []byte) string {
-	sum := sha256.Sum256(raw)
+// Name is <journey>-<hash of canonical>: the same content always has the same name.
+// canonical is what Canonical returns.
+func Name(journey string, canonical []byte) string {
+	sum := sha256.Sum256(canonical)
 	name := journey
 	if len(name) > 52 {
 		name = name[:52]
@@ -54,13 +55,20 @@ func Name(journey string, raw []byte) string {
 	return name + "-" + hex.EncodeToString(sum[:])[:10]
 }
 
-// Encode returns the stored form of data and the name of its revision of journey.
+// Encode returns the stored form of data and the name of its revision of journey. The
+// name hashes the canonical form of data (Canonical), so the same Journey written with
+// other YAML formatting, key order, quoting or defaults left out names the same
+// revision, in the cluster and in kubectl journey test alike.
 func Encode(journey string, data *Data) (raw []byte, name string, err error) {
 	raw, err = json.Marshal(data)
 	if err != nil {
 		return nil, "", err
 	}
-	return raw, Name(journey, raw), nil
+	canonical, err := Canonical(data)
+	if err != nil {
+		return nil, "", err
+	}
+	return raw, Name(journey, canonical), nil
 }
 
 // Build turns revision data into the snapshot the Session controller runs, exactly as

@@ -10,6 +10,8 @@ import (
 // formula (documented in docs/PERFORMANCE.md, "Session size") is
 //
 //	spec.messages          MaxMessagesBytes (the CRD refuses more; processed messages are dropped)
+//	spec.outcomes          MaxOutcomesBytes (the webhook refuses more; processed ones are dropped)
+//	spec.approvals         MaxApprovalsBytes (the CRD refuses more; processed ones are dropped)
 //	spec.initialContext    C = limits.maxContextBytes
 //	status.context         C
 //	status.contextHistory  engine.ContextHistoryBytes(C) = C/4
@@ -19,7 +21,7 @@ import (
 //	turn records           3 x MaxAnswerBytes (lastTurn, pendingEffect, turn: one answer each)
 //	everything else        FixedBytes (metadata, managed fields, conditions, counters)
 //
-// With the defaults (C = 48 KiB) that is 236 KiB, under the 256 KiB this project
+// With the defaults (C = 48 KiB) that is 254 KiB, under the 256 KiB this project
 // promises, and well under etcd's 1.5 MiB request limit for the largest limits.
 // A new growing part adds its term here, so the bound stays in one place.
 const (
@@ -28,6 +30,15 @@ const (
 	MaxMessagesBytes = 32768
 	// MessageOverheadBytes is what a message costs in spec.messages besides its id and text.
 	MessageOverheadBytes = 24
+	// MaxOutcomesBytes bounds spec.outcomes: the sum over its outcomes of OutcomeBytes.
+	// The admission webhook refuses an update that adds outcomes past it.
+	MaxOutcomesBytes = 12288
+	// OutcomeOverheadBytes is what an outcome costs in spec.outcomes besides its
+	// pathway, data and message.
+	OutcomeOverheadBytes = 64
+	// MaxApprovalsBytes bounds spec.approvals: the sum over its approvals of their
+	// decision id, by, reason and destination, and 64 bytes each. The CRD refuses more.
+	MaxApprovalsBytes = 6144
 	// MaxJournalBytes bounds status.journal: the oldest answers are dropped past it.
 	MaxJournalBytes = 24576
 	// DefaultMaxTranscriptBytes is the conversation transcript's byte bound by default.
@@ -55,6 +66,25 @@ func ContextBytes(l flowv1.Limits) int {
 // the formula above.
 func MaxObjectBytes(l flowv1.Limits) int {
 	c := ContextBytes(l)
-	return MaxMessagesBytes + c + c + engine.ContextHistoryBytes(c) + engine.MaxHistoryBytes +
+	return MaxMessagesBytes + MaxOutcomesBytes + MaxApprovalsBytes + c + c + engine.ContextHistoryBytes(c) + engine.MaxHistoryBytes +
 		MaxJournalBytes + TranscriptBytes(l) + 3*MaxAnswerBytes + FixedBytes
+}
+
+// OutcomeBytes is what outcome o counts against MaxOutcomesBytes: its pathway, data,
+// message and OutcomeOverheadBytes.
+func OutcomeBytes(o *flowv1.ExternalOutcome) int {
+	n := len(o.Pathway) + len(o.Message) + OutcomeOverheadBytes
+	if o.Data != nil {
+		n += len(o.Data.Raw)
+	}
+	return n
+}
+
+// OutcomesBytes is what spec.outcomes counts against MaxOutcomesBytes.
+func OutcomesBytes(outcomes []flowv1.ExternalOutcome) int {
+	n := 0
+	for i := range outcomes {
+		n += OutcomeBytes(&outcomes[i])
+	}
+	return n
 }

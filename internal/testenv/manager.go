@@ -37,6 +37,9 @@ type ManagerOptions struct {
 	Burst int
 	// Webhooks serves the webhooks that WithWebhooks installed.
 	Webhooks bool
+	// WebhookServer, when set with Webhooks, builds that webhook server from the
+	// options that serve them: to read another certificate, or to wrap the server.
+	WebhookServer func(crwebhook.Options) crwebhook.Server
 }
 
 // Manager is a controller-runtime manager the harness created: Start runs it in the
@@ -76,6 +79,9 @@ func (e *Environment) NewManager(o ManagerOptions) (*Manager, error) {
 	}
 	if o.Webhooks {
 		opts.WebhookServer = crwebhook.NewServer(e.WebhookServerOptions())
+		if o.WebhookServer != nil {
+			opts.WebhookServer = o.WebhookServer(e.WebhookServerOptions())
+		}
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {

@@ -43,6 +43,8 @@ var (
 	// users by name: alice and bob are journey editors, carol and dave journey
 	// approvers, dave through the group release-managers.
 	users = map[string]client.Client{}
+	// testEnv is the control plane, for tests that run the controllers too.
+	testEnv *testenv.Environment
 	// now is the webhook's clock.
 	now = time.Date(2026, 11, 22, 10, 30, 0, 0, time.UTC)
 )
@@ -52,6 +54,7 @@ func TestMain(m *testing.M) {
 }
 
 func setup(env *testenv.Environment) error {
+	testEnv = env
 	mgr, err := env.RunManager(testenv.ManagerOptions{
 		Webhooks: true,
 		Setup: func(mgr ctrl.Manager) error {

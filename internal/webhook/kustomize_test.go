@@ -58,24 +58,28 @@ func TestDefaultKustomizationServesTheWebhook(t *testing.T) {
 	if svc.GetNamespace() != nsName {
 		t.Errorf("webhook Service in namespace %q, want %q", svc.GetNamespace(), nsName)
 	}
-	for kind, path := range map[string]string{
-		"MutatingWebhookConfiguration/journey-operator-mutating-webhook-configuration":     webhook.MutatePath,
-		"ValidatingWebhookConfiguration/journey-operator-validating-webhook-configuration": webhook.ValidatePath,
+	// Each webhook: its path and failure policy (the outcomes bound fails open).
+	type hook struct{ path, policy string }
+	for kind, want := range map[string][]hook{
+		"MutatingWebhookConfiguration/journey-operator-mutating-webhook-configuration":     {{webhook.MutatePath, "Fail"}},
+		"ValidatingWebhookConfiguration/journey-operator-validating-webhook-configuration": {{webhook.ValidatePath, "Fail"}, {webhook.OutcomesPath, "Ignore"}},
 	} {
 		wh := get(kind)
 		if got := wh.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != nsName+"/journey-operator-serving-cert" {
 			t.Errorf("%s: inject-ca-from = %q", kind, got)
 		}
 		hooks, _, _ := unstructured.NestedSlice(wh.Object, "webhooks")
-		if len(hooks) != 1 {
-			t.Fatalf("%s: %d webhooks, want 1", kind, len(hooks))
+		if len(hooks) != len(want) {
+			t.Fatalf("%s: %d webhooks, want %d", kind, len(hooks), len(want))
 		}
-		h := &unstructured.Unstructured{Object: hooks[0].(map[string]any)}
-		if got := [3]string{str(h, "clientConfig", "service", "name"), str(h, "clientConfig", "service", "namespace"), str(h, "clientConfig", "service", "path")}; got != [3]string{svcName, nsName, path} {
-			t.Errorf("%s calls %v, want %v", kind, got, [3]string{svcName, nsName, path})
-		}
-		if str(h, "failurePolicy") != "Fail" {
-			t.Errorf("%s: failurePolicy %q, want Fail", kind, str(h, "failurePolicy"))
+		for i, w := range want {
+			h := &unstructured.Unstructured{Object: hooks[i].(map[string]any)}
+			if got := [3]string{str(h, "clientConfig", "service", "name"), str(h, "clientConfig", "service", "namespace"), str(h, "clientConfig", "service", "path")}; got != [3]string{svcName, nsName, w.path} {
+				t.Errorf("%s calls %v, want %v", kind, got, [3]string{svcName, nsName, w.path})
+			}
+			if str(h, "failurePolicy") != w.policy {
+				t.Errorf("%s: failurePolicy %q, want %s", kind, str(h, "failurePolicy"), w.policy)
+			}
 		}
 	}
 

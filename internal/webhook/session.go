@@ -45,7 +45,7 @@ func (d *sessionDefaulter) Default(ctx context.Context, s *flowv1.Session) error
 	if err != nil {
 		return apierrors.NewBadRequest(err.Error())
 	}
-	from := len(old.Spec.Approvals)
+	from := newApprovalsFrom(&old.Spec, &s.Spec)
 	if from >= len(s.Spec.Approvals) {
 		return nil
 	}
@@ -104,7 +104,10 @@ func (v *sessionValidator) validate(ctx context.Context, old, s *flowv1.Session)
 	if errs := checkAppendOnly(&old.Spec, &s.Spec); len(errs) > 0 {
 		return apierrors.NewInvalid(sessionGK, s.Name, errs)
 	}
-	from := len(old.Spec.Approvals)
+	if errs := checkLimits(old, s); len(errs) > 0 {
+		return apierrors.NewForbidden(sessionResource, s.Name, errs.ToAggregate())
+	}
+	from := newApprovalsFrom(&old.Spec, &s.Spec)
 	if from >= len(s.Spec.Approvals) {
 		return nil
 	}
@@ -154,9 +157,9 @@ func oldSession(req admission.Request) (*flowv1.Session, error) {
 // version is installed.
 func checkAppendOnly(old, s *flowv1.SessionSpec) field.ErrorList {
 	var errs field.ErrorList
-	errs = append(errs, messagesAppendOnly(old, s)...)
-	errs = append(errs, appendOnly(field.NewPath("spec", "outcomes"), "outcomes", old.Outcomes, s.Outcomes)...)
-	errs = append(errs, appendOnly(approvalsPath, "approvals", old.Approvals, s.Approvals)...)
+	errs = append(errs, prefixDroppable(field.NewPath("spec"), "messages", old.Messages, s.Messages, old.MessagesDropped, s.MessagesDropped)...)
+	errs = append(errs, prefixDroppable(field.NewPath("spec"), "outcomes", old.Outcomes, s.Outcomes, old.OutcomesDropped, s.OutcomesDropped)...)
+	errs = append(errs, prefixDroppable(field.NewPath("spec"), "approvals", old.Approvals, s.Approvals, old.ApprovalsDropped, s.ApprovalsDropped)...)
 	return errs
 }
 
@@ -175,21 +178,27 @@ func appendOnly[T any](path *field.Path, what string, old, s []T) field.ErrorLis
 	return errs
 }
 
-// messagesAppendOnly checks spec.messages like appendOnly, except that a processed
-// prefix may be dropped in the update that raises messagesDropped by as many (that the
-// dropped messages were processed is the CRD's rule: the webhook sees the status the
-// request carries, not the stored one).
-func messagesAppendOnly(old, s *flowv1.SessionSpec) field.ErrorList {
-	path := field.NewPath("spec", "messages")
-	drop := int(s.MessagesDropped) - int(old.MessagesDropped)
+// prefixDroppable checks spec.<what> (messages, outcomes or approvals) like
+// appendOnly, except that a processed prefix may be dropped in the update that raises
+// spec.<what>Dropped by as many (that the dropped entries were processed is the CRD's
+// rule: the webhook sees the status the request carries, not the stored one).
+func prefixDroppable[T any](spec *field.Path, what string, old, s []T, oldDropped, dropped int32) field.ErrorList {
+	counter := spec.Child(what + "Dropped")
+	drop := int(dropped) - int(oldDropped)
 	switch {
 	case drop < 0:
-		return field.ErrorList{field.Forbidden(field.NewPath("spec", "messagesDropped"), "messagesDropped cannot decrease: dropped messages cannot come back")}
-	case drop > len(old.Messages):
-		return field.ErrorList{field.Forbidden(field.NewPath("spec", "messagesDropped"), fmt.Sprintf(
-			"messagesDropped grows by %d but spec.messages held only %d messages to drop", drop, len(old.Messages)))}
+		return field.ErrorList{field.Forbidden(counter, fmt.Sprintf("%sDropped cannot decrease: dropped %s cannot come back", what, what))}
+	case drop > len(old):
+		return field.ErrorList{field.Forbidden(counter, fmt.Sprintf(
+			"%sDropped grows by %d but spec.%s held only %d to drop", what, drop, what, len(old)))}
 	}
-	return appendOnly(path, "messages", old.Messages[drop:], s.Messages)
+	return appendOnly(spec.Child(what), what, old[drop:], s)
+}
+
+// newApprovalsFrom is the index in s.Approvals of the first approval the update adds:
+// the ones before it were in old, less those the update drops from the front.
+func newApprovalsFrom(old, s *flowv1.SessionSpec) int {
+	return max(len(old.Approvals)-max(int(s.ApprovalsDropped-old.ApprovalsDropped), 0), 0)
 }
 
 // checkForgery refuses new approvals that name someone other than the requester.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
@@ -37,11 +38,12 @@ type Options struct {
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get
 
 // Both webhooks see only the Session creates and updates that add or change approvals
-// (matchConditions): a message, an outcome or a suspend never waits on the manager, so
+// (matchConditions), and the validating one the updates that set or change
+// spec.limits: a message, an outcome or a suspend never waits on the manager, so
 // an outage of the webhook server does not stop users from talking to their Sessions.
 // The append-only rules for messages and outcomes are the CRD's own validation rules.
 // +kubebuilder:webhook:path=/mutate-flow-journey-dev-v1alpha1-session,mutating=true,failurePolicy=fail,sideEffects=None,groups=flow.journey.dev,resources=sessions,verbs=create;update,versions=v1alpha1,name=msession-v1alpha1.flow.journey.dev,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"approvals-added-or-changed","expression":"has(object.spec.approvals) && size(object.spec.approvals) > 0 && (request.operation == 'CREATE' || !has(oldObject.spec.approvals) || object.spec.approvals != oldObject.spec.approvals)"}]}`
-// +kubebuilder:webhook:path=/validate-flow-journey-dev-v1alpha1-session,mutating=false,failurePolicy=fail,sideEffects=None,groups=flow.journey.dev,resources=sessions,verbs=create;update,versions=v1alpha1,name=vsession-v1alpha1.flow.journey.dev,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"approvals-added-or-changed","expression":"has(object.spec.approvals) && size(object.spec.approvals) > 0 && (request.operation == 'CREATE' || !has(oldObject.spec.approvals) || object.spec.approvals != oldObject.spec.approvals)"}]}`
+// +kubebuilder:webhook:path=/validate-flow-journey-dev-v1alpha1-session,mutating=false,failurePolicy=fail,sideEffects=None,groups=flow.journey.dev,resources=sessions,verbs=create;update,versions=v1alpha1,name=vsession-v1alpha1.flow.journey.dev,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"approvals-or-limits-changed","expression":"(has(object.spec.approvals) && size(object.spec.approvals) > 0 && (request.operation == 'CREATE' || !has(oldObject.spec.approvals) || object.spec.approvals != oldObject.spec.approvals)) || (has(object.spec.limits) && request.operation == 'UPDATE' && (!has(oldObject.spec.limits) || object.spec.limits != oldObject.spec.limits))"}]}`
 
 // SetupWebhooks registers the Session mutating and validating webhooks with the
 // manager's webhook server.
@@ -52,6 +54,7 @@ func SetupWebhooks(mgr ctrl.Manager, opts Options) error {
 	if opts.Reader == nil {
 		opts.Reader = mgr.GetAPIReader()
 	}
+	mgr.GetWebhookServer().Register(OutcomesPath, admission.WithValidator[*flowv1.Session](mgr.GetScheme(), outcomesValidator{}))
 	return ctrl.NewWebhookManagedBy(mgr, &flowv1.Session{}).
 		WithDefaulter(&sessionDefaulter{clock: opts.Clock}).
 		WithValidator(&sessionValidator{approvers: &approverResolver{reader: opts.Reader}}).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -98,17 +100,23 @@ func runLong(ctx context.Context, opts *options, sessions, messages int) (*longR
 	res := &longResult{Sessions: sessions, Messages: messages}
 	done := 0
 	for _, cp := range longCheckpoints(messages) {
-		// Unmeasured turns up to the window, then the ten measured ones.
-		from := max(done+1, cp-9)
+		// Unmeasured turns up to the window, then the measured ones.
+		from := max(done+1, cp-max(opts.longWindow, 1)+1)
 		if _, err := longTurns(ctx, c, mgr.GetCache(), names, done+1, from-1, opts.timeout); err != nil {
+			return nil, err
+		}
+		stop, err := profileLong(ctx, opts, env, sessions, cp)
+		if err != nil {
 			return nil, err
 		}
 		cpu0 := readCPU()
 		lat, err := longTurns(ctx, c, mgr.GetCache(), names, from, cp, opts.timeout)
+		cpu := readCPU().sub(cpu0)
+		stop()
 		if err != nil {
 			return nil, err
 		}
-		p := longPoint{Message: cp, CPUPerTurn: perUnit(readCPU().sub(cpu0), float64(len(lat)))}
+		p := longPoint{Message: cp, CPUPerTurn: perUnit(cpu, float64(len(lat)))}
 		slices.Sort(lat)
 		p.P50, p.P99 = ms(lat[len(lat)/2]), ms(lat[min(len(lat)-1, len(lat)*99/100)])
 		if p.Bytes, err = largestSession(ctx, c, names); err != nil {
@@ -119,6 +127,36 @@ func runLong(ctx context.Context, opts *options, sessions, messages int) (*longR
 		done = cp
 	}
 	return res, nil
+}
+
+// profileLong starts, for a checkpoint from message 1,000 on, a CPU profile of this
+// process (manager and senders) to <cpuprofile>-long-<sessions>-<message> and one of
+// the kube-apiserver to <apiserver-profile>-long-<sessions>-<message>, as asked; the
+// returned function stops the first and waits for the second. The kube-apiserver is
+// profiled for a fixed time from the window's start, so the window should last about
+// as long (-long-window).
+func profileLong(ctx context.Context, opts *options, env *testenv.Environment, sessions, message int) (func(), error) {
+	if message < 1000 {
+		return func() {}, nil
+	}
+	name := fmt.Sprintf("long-%d-%d", sessions, message)
+	waitAPI := apiserverProfileFor(ctx, env.Config, opts.apiProfile, name, 10)
+	if opts.cpuProfile == "" {
+		return waitAPI, nil
+	}
+	f, err := os.Create(opts.cpuProfile + "-" + name)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		waitAPI()
+	}, nil
 }
 
 // createChats creates the chat journey and n Sessions of it.
@@ -222,10 +260,11 @@ func reportLong(r *longResult) {
 		}
 	}
 	fmt.Printf("\nLong conversations: %d Session(s), %d messages each (ratios to message %d)\n\n", r.Sessions, r.Messages, base.Message)
-	fmt.Println("| message | object bytes | turn p50 ms | turn p99 ms | cluster CPU ms/turn | p50 ratio | CPU ratio |")
-	fmt.Println("|---|---|---|---|---|---|---|")
+	fmt.Println("| message | object bytes | turn p50 ms | turn p99 ms | cluster CPU ms/turn | apiserver | etcd | manager | p50 ratio | CPU ratio |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	for _, p := range r.Points {
-		fmt.Printf("| %d | %d | %.1f | %.1f | %.2f | %.2f | %.2f |\n", p.Message, p.Bytes, p.P50, p.P99, total(p.CPUPerTurn),
-			p.P50/base.P50, total(p.CPUPerTurn)/total(base.CPUPerTurn))
+		c := p.CPUPerTurn
+		fmt.Printf("| %d | %d | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", p.Message, p.Bytes, p.P50, p.P99, total(c),
+			c["apiserver"], c["etcd"], c["manager"], p.P50/base.P50, total(c)/total(base.CPUPerTurn))
 	}
 }

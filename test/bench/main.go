@@ -71,6 +71,7 @@ type options struct {
 	memProfile     string
 	apiProfile     string
 	llmLatency     time.Duration
+	longWindow     int
 }
 
 func main() {
@@ -97,6 +98,7 @@ func main() {
 	var longSessions string
 	var longMessages int
 	flag.IntVar(&longMessages, "long", envInt("BENCH_LONG", 0), "Long-conversation mode: messages each Session takes (0: off; make bench-long uses 5000) ($BENCH_LONG).")
+	flag.IntVar(&opts.longWindow, "long-window", envInt("BENCH_LONG_WINDOW", 10), "Long-conversation mode: turns measured at each checkpoint, ending there; with -cpuprofile and -apiserver-profile, checkpoints from message 1,000 on are profiled ($BENCH_LONG_WINDOW).")
 	flag.StringVar(&longSessions, "long-sessions", env("BENCH_LONG_SESSIONS", "1,100"), "Long-conversation mode: comma-separated numbers of Sessions in parallel, one run each ($BENCH_LONG_SESSIONS).")
 	flag.Parse()
 	if longMessages > 0 {

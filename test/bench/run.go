@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -417,6 +418,11 @@ func writeHeapProfile(path string) error {
 // (/debug/pprof/profile) and returns a function that waits for it and writes it to
 // <path>-<name>. It does nothing without a path.
 func apiserverProfile(ctx context.Context, cfg *rest.Config, path, name string) func() {
+	return apiserverProfileFor(ctx, cfg, path, name, 15)
+}
+
+// apiserverProfileFor is apiserverProfile over seconds seconds.
+func apiserverProfileFor(ctx context.Context, cfg *rest.Config, path, name string, seconds int) func() {
 	if path == "" {
 		return func() {}
 	}
@@ -428,7 +434,8 @@ func apiserverProfile(ctx context.Context, cfg *rest.Config, path, name string) 
 			logf("apiserver profile: %v", err)
 			return
 		}
-		raw, err := rc.Get().AbsPath("/debug/pprof/profile").Param("seconds", "15").Timeout(30 * time.Second).DoRaw(ctx)
+		raw, err := rc.Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(seconds)).
+			Timeout(time.Duration(seconds+15) * time.Second).DoRaw(ctx)
 		if err != nil {
 			logf("apiserver profile: %v", err)
 			return

@@ -98,6 +98,8 @@ type install struct {
 	ns         string
 	sa         string
 	namespaces []string // watched; nil means every namespace
+	// selfCert: the manager provisions the webhook certificate in this Secret of ns.
+	selfCert string
 }
 
 // access is one SubjectAccessReview question.
@@ -122,11 +124,17 @@ func (a access) String() string {
 
 func can(ctx context.Context, t *testing.T, cs kubernetes.Interface, in install, a access) bool {
 	t.Helper()
+	return canNamed(ctx, t, cs, in, a, "")
+}
+
+// canNamed asks about the object called name (any object when empty).
+func canNamed(ctx context.Context, t *testing.T, cs kubernetes.Interface, in install, a access, name string) bool {
+	t.Helper()
 	sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 		User:   "system:serviceaccount:" + in.ns + ":" + in.sa,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + in.ns, "system:authenticated"},
 		ResourceAttributes: &authzv1.ResourceAttributes{
-			Namespace: a.ns, Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.sub,
+			Namespace: a.ns, Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.sub, Name: name,
 		},
 	}}
 	res, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
@@ -209,6 +217,7 @@ func checkAccess(ctx context.Context, t *testing.T, cs kubernetes.Interface, in 
 			t.Errorf("%s: the manager may %s", in.name, a)
 		}
 	}
+	checkCertAccess(ctx, t, cs, in)
 	if in.namespaces == nil {
 		return
 	}
@@ -261,10 +270,13 @@ func TestInstallsOnAControlPlane(t *testing.T) {
 		ensureNamespace(ctx, t, c, ns)
 	}
 	installs := []install{
-		{"chart", renderChart(t, clusterRelease, clusterNS, nil), clusterNS, "jo-journey-operator-controller-manager", nil},
-		{"scoped chart", renderChart(t, scopedRelease, scopedNS, scopedValues()), scopedNS, "scoped-journey-operator-controller-manager", watched},
-		{"config/default", renderKustomize(t, filepath.Join(repoRoot(), "config", "default")), kustomizeNS, "journey-operator-controller-manager", nil},
+		{"chart", renderChart(t, clusterRelease, clusterNS, nil), clusterNS, "jo-journey-operator-controller-manager", nil, ""},
+		{"scoped chart", renderChart(t, scopedRelease, scopedNS, scopedValues()), scopedNS, "scoped-journey-operator-controller-manager", watched, ""},
+		{"config/default", renderKustomize(t, filepath.Join(repoRoot(), "config", "default")), kustomizeNS, "journey-operator-controller-manager", nil, ""},
+		{"self cert chart", renderChart(t, selfRelease, selfNS, selfValues()), selfNS, "self-journey-operator-controller-manager",
+			[]string{selfWatched}, "self-journey-operator-webhook-server-cert"},
 	}
+	ensureNamespace(ctx, t, c, selfWatched)
 	for _, in := range installs {
 		apply(ctx, t, c, in.r)
 		dep := in.r.ofKind("Deployment")[0]
@@ -278,8 +290,10 @@ func TestInstallsOnAControlPlane(t *testing.T) {
 			checkWebhookService(ctx, t, c, in)
 		})
 	}
+	bin := buildManager(ctx, t)
 	t.Run("webhook down", func(t *testing.T) { checkOnlyApprovalsWait(ctx, t, c) })
-	t.Run("scoped manager", func(t *testing.T) { runScopedManager(ctx, t, env, c, installs[1]) })
+	t.Run("scoped manager", func(t *testing.T) { runScopedManager(ctx, t, env, c, installs[1], bin) })
+	t.Run("self cert manager", func(t *testing.T) { runSelfCertManager(ctx, t, env, c, installs[3], bin) })
 }
 
 // checkOnlyApprovalsWait: no webhook server runs, so every call to it fails and

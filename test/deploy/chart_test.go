@@ -27,6 +27,27 @@ const (
 
 var watched = []string{"team-a", "team-b"}
 
+// The webhook certificate sources of the chart's values.
+const (
+	certManager = "certManager"
+	provided    = "provided"
+	self        = "self"
+)
+
+// The install with the self-provisioned certificate watches a namespace of its own,
+// so that its manager, run in TestInstallsOnAControlPlane, touches nothing else.
+const (
+	selfRelease, selfNS = "self", "self-system"
+	selfWatched         = "team-self"
+)
+
+func selfValues() map[string]any {
+	return map[string]any{
+		"watchNamespaces": []any{selfWatched},
+		"webhook":         map[string]any{"certificate": map[string]any{"source": self}},
+	}
+}
+
 func scopedValues() map[string]any {
 	return map[string]any{"watchNamespaces": []any{watched[0], watched[1]}}
 }
@@ -53,7 +74,7 @@ func nested(t *testing.T, u *unstructured.Unstructured, fields ...string) any {
 // TestChartLints runs what `helm lint` runs, with the default and the scoped values,
 // and wants no warning or error.
 func TestChartLints(t *testing.T) {
-	for name, values := range map[string]map[string]any{"default": {}, "scoped": scopedValues()} {
+	for name, values := range map[string]map[string]any{"default": {}, "scoped": scopedValues(), "self cert": selfValues()} {
 		l := lint.All(chartDir, values, clusterNS, false)
 		for _, m := range l.Messages {
 			if m.Severity >= support.WarningSev {
@@ -77,6 +98,7 @@ func TestValuesSchemaRefusesWrongValues(t *testing.T) {
 		"a wrong memory quantity":   {"resources": map[string]any{"limits": map[string]any{"memory": "lots"}}},
 		"a provided cert, no Secret": {"webhook": map[string]any{"certificate": map[string]any{
 			"source": "provided", "caBundle": "Zm9v"}}},
+		"an unknown certificate source": {"webhook": map[string]any{"certificate": map[string]any{"source": "selfSigned"}}},
 	}
 	for name, values := range wrong {
 		_, err := renderChartErr(clusterRelease, clusterNS, values)
@@ -92,6 +114,9 @@ func TestValuesSchemaRefusesWrongValues(t *testing.T) {
 	}
 	if _, err := renderChartErr(clusterRelease, clusterNS, right); err != nil {
 		t.Errorf("documented values refused: %v", err)
+	}
+	if _, err := renderChartErr(selfRelease, selfNS, selfValues()); err != nil {
+		t.Errorf("a self-provisioned certificate refused: %v", err)
 	}
 }
 
@@ -109,8 +134,11 @@ func TestChartIsConfig(t *testing.T) {
 	cluster := renderChart(t, clusterRelease, clusterNS, nil)
 	scoped := renderChart(t, scopedRelease, scopedNS, scopedValues())
 	kust := renderKustomize(t, filepath.Join(repoRoot(), "config", "default"))
+	kustScoped := renderKustomize(t, filepath.Join(repoRoot(), "config", "scoped"))
+	kustSelf := renderKustomize(t, filepath.Join(repoRoot(), "config", "self-cert"))
 
-	for name, r := range map[string]*rendered{"chart": cluster, "scoped chart": scoped, "config/default": kust} {
+	for name, r := range map[string]*rendered{"chart": cluster, "scoped chart": scoped, "config/default": kust,
+		"config/scoped": kustScoped, "config/self-cert": kustSelf} {
 		got := r.ofKind("CustomResourceDefinition")
 		if len(got) != len(crds.objs) {
 			t.Fatalf("%s: %d CRDs, config/crd/bases has %d", name, len(got), len(crds.objs))
@@ -143,6 +171,7 @@ func TestChartIsConfig(t *testing.T) {
 			t.Errorf("scoped chart renders ClusterRole %s", c.GetName())
 		}
 	}
+	checkScopedKustomize(t, kustScoped, wantRules)
 
 	for _, h := range hooks.objs {
 		for name, r := range map[string]*rendered{"chart": cluster, "scoped chart": scoped} {
@@ -181,17 +210,20 @@ func clone(m map[string]any) map[string]any {
 // Secret the manager mounts.
 func TestWebhookPointsAtTheService(t *testing.T) {
 	installs := map[string]struct {
-		r       *rendered
-		ns      string
-		prefix  string
-		secret  string
-		certMgr bool
+		r      *rendered
+		ns     string
+		prefix string
+		secret string
+		cert   string // certManager, provided or self
 	}{
-		"chart":          {renderChart(t, clusterRelease, clusterNS, nil), clusterNS, "jo-journey-operator-", "jo-journey-operator-webhook-server-cert", true},
-		"scoped chart":   {renderChart(t, scopedRelease, scopedNS, scopedValues()), scopedNS, "scoped-journey-operator-", "scoped-journey-operator-webhook-server-cert", true},
-		"config/default": {renderKustomize(t, filepath.Join(repoRoot(), "config", "default")), kustomizeNS, "journey-operator-", "webhook-server-cert", true},
+		"chart":          {renderChart(t, clusterRelease, clusterNS, nil), clusterNS, "jo-journey-operator-", "jo-journey-operator-webhook-server-cert", certManager},
+		"scoped chart":   {renderChart(t, scopedRelease, scopedNS, scopedValues()), scopedNS, "scoped-journey-operator-", "scoped-journey-operator-webhook-server-cert", certManager},
+		"config/default": {renderKustomize(t, filepath.Join(repoRoot(), "config", "default")), kustomizeNS, "journey-operator-", "webhook-server-cert", certManager},
+		"config/scoped":  {renderKustomize(t, filepath.Join(repoRoot(), "config", "scoped")), kustomizeNS, "journey-operator-", "webhook-server-cert", certManager},
 		"provided cert": {renderChart(t, clusterRelease, clusterNS, map[string]any{"webhook": map[string]any{"certificate": map[string]any{
-			"source": "provided", "secretName": "my-tls", "caBundle": "Q0E="}}}), clusterNS, "jo-journey-operator-", "my-tls", false},
+			"source": "provided", "secretName": "my-tls", "caBundle": "Q0E="}}}), clusterNS, "jo-journey-operator-", "my-tls", provided},
+		"self cert chart":  {renderChart(t, selfRelease, selfNS, selfValues()), selfNS, "self-journey-operator-", "self-journey-operator-webhook-server-cert", self},
+		"config/self-cert": {renderKustomize(t, filepath.Join(repoRoot(), "config", "self-cert")), kustomizeNS, "journey-operator-", "journey-operator-webhook-server-cert", self},
 	}
 	for name, in := range installs {
 		dep := in.r.get(t, "Deployment", in.ns, in.prefix+"controller-manager")
@@ -231,19 +263,19 @@ func TestWebhookPointsAtTheService(t *testing.T) {
 					}
 				}
 				path := fmt.Sprint(ref["path"])
-				if !slices.Contains([]string{webhook.MutatePath, webhook.ValidatePath}, path) {
+				if !slices.Contains([]string{webhook.MutatePath, webhook.ValidatePath, webhook.OutcomesPath}, path) {
 					t.Errorf("%s: webhook path %s is not served by the manager", name, path)
 				}
-				if !in.certMgr && cc["caBundle"] != "Q0E=" {
-					t.Errorf("%s: caBundle %v, want the provided one", name, cc["caBundle"])
+				if want := map[string]any{provided: "Q0E="}[in.cert]; cc["caBundle"] != want {
+					t.Errorf("%s: caBundle %v, want %v", name, cc["caBundle"], want)
 				}
 			}
 			inject := wc.GetAnnotations()["cert-manager.io/inject-ca-from"]
-			if in.certMgr && inject != in.ns+"/"+in.prefix+"serving-cert" {
+			if in.cert == certManager && inject != in.ns+"/"+in.prefix+"serving-cert" {
 				t.Errorf("%s: %s inject-ca-from = %q", name, kind, inject)
 			}
-			if !in.certMgr && inject != "" {
-				t.Errorf("%s: provided certificate but cert-manager injection %q", name, inject)
+			if in.cert != certManager && inject != "" {
+				t.Errorf("%s: %s certificate but cert-manager injection %q", name, in.cert, inject)
 			}
 		}
 		vols := pod["volumes"].([]any)
@@ -251,9 +283,12 @@ func TestWebhookPointsAtTheService(t *testing.T) {
 			t.Errorf("%s: manager mounts Secret %v, want %s", name, got, in.secret)
 		}
 		certs := in.r.ofKind("Certificate")
-		if !in.certMgr {
-			if len(certs) != 0 {
-				t.Errorf("%s: renders a cert-manager Certificate with a provided certificate", name)
+		if in.cert == self {
+			checkSelfCertArgs(t, name, in.r, dep, in.ns, in.prefix, in.secret)
+		}
+		if in.cert != certManager {
+			if len(certs) != 0 || len(in.r.ofKind("Issuer")) != 0 {
+				t.Errorf("%s: renders cert-manager objects with a %s certificate", name, in.cert)
 			}
 			continue
 		}

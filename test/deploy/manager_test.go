@@ -71,35 +71,29 @@ func saKubeconfig(t *testing.T, env *testenv.Environment, in install) string {
 // the Lease in), no metrics, probe or webhook servers (no ports or certificates here).
 func managerArgs(t *testing.T, in install) []string {
 	t.Helper()
-	c := nested(t, in.r.ofKind("Deployment")[0], "spec", "template", "spec", "containers").([]any)[0].(map[string]any)
-	args := strs(c["args"])
+	args := expandedArgs(t, in.r.ofKind("Deployment")[0])
 	return append(args, "--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0", "--enable-webhooks=false")
 }
 
-// runScopedManager builds cmd/manager, runs it with the scoped install's arguments
-// and RBAC, and checks that it runs a Session in a watched namespace and leaves one
-// outside alone. Were its cache cluster-wide, it could not list anything (its Roles
-// are namespaced) and would step nothing.
-func runScopedManager(ctx context.Context, t *testing.T, env *testenv.Environment, c client.Client, in install) {
+// buildManager builds cmd/manager.
+func buildManager(ctx context.Context, t *testing.T) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "manager")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/manager")
 	build.Dir = repoRoot()
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/manager: %v\n%s", err, out)
 	}
-	args := append(managerArgs(t, in), "--kubeconfig="+saKubeconfig(t, env, in))
-	if !strings.Contains(strings.Join(args, " "), "--watch-namespaces=team-a,team-b") {
-		t.Fatalf("the scoped install runs the manager with %v", args)
-	}
+	return bin
+}
 
-	for _, ns := range []string{"outside", "team-a"} { // outside first: it had every chance
-		createJourney(ctx, t, c, ns)
-	}
-
+// startManager runs the manager binary until the test ends, and returns its output.
+func startManager(ctx context.Context, t *testing.T, bin string, args []string) *syncBuffer {
+	t.Helper()
 	mctx, cancel := context.WithCancel(ctx)
-	var out syncBuffer
+	out := &syncBuffer{}
 	cmd := exec.CommandContext(mctx, bin, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = append(os.Environ(), "KUBECONFIG=")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -111,6 +105,24 @@ func runScopedManager(ctx context.Context, t *testing.T, env *testenv.Environmen
 			t.Logf("manager output:\n%s", out.String())
 		}
 	})
+	return out
+}
+
+// runScopedManager runs cmd/manager with the scoped install's arguments
+// and RBAC, and checks that it runs a Session in a watched namespace and leaves one
+// outside alone. Were its cache cluster-wide, it could not list anything (its Roles
+// are namespaced) and would step nothing.
+func runScopedManager(ctx context.Context, t *testing.T, env *testenv.Environment, c client.Client, in install, bin string) {
+	args := append(managerArgs(t, in), "--kubeconfig="+saKubeconfig(t, env, in))
+	if !strings.Contains(strings.Join(args, " "), "--watch-namespaces=team-a,team-b") {
+		t.Fatalf("the scoped install runs the manager with %v", args)
+	}
+
+	for _, ns := range []string{"outside", "team-a"} { // outside first: it had every chance
+		createJourney(ctx, t, c, ns)
+	}
+
+	out := startManager(ctx, t, bin, args)
 
 	var s flowv1.Session
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {

@@ -26,6 +26,9 @@ import (
 type Agent struct {
 	name       string
 	confidence float64
+	// own is what the agent adds to pathway turns (outputs, reply, routing
+	// patterns); nil for none.
+	own *flowv1.BuiltinAgent
 }
 
 var _ agent.Agent = (*Agent)(nil)
@@ -33,7 +36,37 @@ var _ agent.Agent = (*Agent)(nil)
 // New returns the builtin agent declared by spec. Its decisions report
 // spec.builtin.confidence (default 1).
 func New(spec flowv1.AgentSpec) *Agent {
-	return &Agent{name: string(spec.Name), confidence: Confidence(spec)}
+	return &Agent{name: string(spec.Name), confidence: Confidence(spec), own: spec.Builtin.DeepCopy()}
+}
+
+// RoutingPatterns are the patterns that make the first agent of a Router pipeline
+// choose this agent.
+func (a *Agent) RoutingPatterns() []string {
+	if a.own == nil {
+		return nil
+	}
+	return a.own.Patterns
+}
+
+// withOwn is req with the agent's own outputs after the pathway's builtin outputs, and
+// its own reply, if any, in place of the pathway's.
+func (a *Agent) withOwn(req agent.PathwayRequest) agent.PathwayRequest {
+	if a.own == nil || (len(a.own.Outputs) == 0 && a.own.Reply == "") {
+		return req
+	}
+	spec := &flowv1.PathwaySpec{}
+	if req.Spec != nil {
+		spec = req.Spec.DeepCopy()
+	}
+	if spec.Builtin == nil {
+		spec.Builtin = &flowv1.BuiltinPathway{}
+	}
+	spec.Builtin.Outputs = append(spec.Builtin.Outputs, a.own.Outputs...)
+	if a.own.Reply != "" {
+		spec.Builtin.Reply = a.own.Reply
+	}
+	req.Spec = spec
+	return req
 }
 
 // Confidence is the confidence the builtin agent declared by spec reports for
@@ -49,9 +82,10 @@ func Confidence(spec flowv1.AgentSpec) float64 {
 	return c
 }
 
-// RunPathway answers one pathway turn. See Run.
+// RunPathway answers one pathway turn (see Run), with the agent's own outputs and
+// reply.
 func (a *Agent) RunPathway(_ context.Context, req agent.PathwayRequest) (agent.PathwayResponse, error) {
-	resp, err := Run(req)
+	resp, err := Run(a.withOwn(req))
 	if err != nil {
 		var ae *agent.Error
 		if errors.As(err, &ae) && ae.Agent == "" {

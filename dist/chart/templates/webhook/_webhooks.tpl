@@ -41,9 +41,11 @@
       path: /validate-flow-journey-dev-v1alpha1-session
   failurePolicy: Fail
   matchConditions:
-  - expression: has(object.spec.approvals) && size(object.spec.approvals) > 0 && (request.operation
-      == 'CREATE' || !has(oldObject.spec.approvals) || object.spec.approvals != oldObject.spec.approvals)
-    name: approvals-added-or-changed
+  - expression: (has(object.spec.approvals) && size(object.spec.approvals) > 0 &&
+      (request.operation == 'CREATE' || !has(oldObject.spec.approvals) || object.spec.approvals
+      != oldObject.spec.approvals)) || (has(object.spec.limits) && request.operation
+      == 'UPDATE' && (!has(oldObject.spec.limits) || object.spec.limits != oldObject.spec.limits))
+    name: approvals-or-limits-changed
   name: vsession-v1alpha1.flow.journey.dev
   rules:
   - apiGroups:
@@ -57,4 +59,31 @@
     - sessions
   sideEffects: None
   timeoutSeconds: 10
+- {{- include "journey-operator.webhookNamespaceSelector" . | nindent 2 }}
+  admissionReviewVersions:
+  - v1
+  clientConfig:
+    {{- include "journey-operator.webhookCABundle" . | nindent 4 }}
+    service:
+      name: '{{ include "journey-operator.fullname" . }}-webhook-service'
+      namespace: '{{ include "journey-operator.namespace" . }}'
+      path: /validate-flow-journey-dev-v1alpha1-session-outcomes
+  failurePolicy: Ignore
+  matchConditions:
+  - expression: has(object.spec.outcomes) && size(object.spec.outcomes) > 0 && (request.operation
+      == 'CREATE' || !has(oldObject.spec.outcomes) || object.spec.outcomes != oldObject.spec.outcomes)
+    name: outcomes-added
+  name: vsessionoutcomes-v1alpha1.flow.journey.dev
+  rules:
+  - apiGroups:
+    - flow.journey.dev
+    apiVersions:
+    - v1alpha1
+    operations:
+    - CREATE
+    - UPDATE
+    resources:
+    - sessions
+  sideEffects: None
+  timeoutSeconds: 5
 {{- end }}

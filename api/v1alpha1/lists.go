@@ -1,0 +1,44 @@
+package v1alpha1
+
+// Outcomes and approvals are numbered over the whole Session, from 0, as messages are:
+// spec.outcomes holds the ones from spec.outcomesDropped on, spec.approvals the ones
+// from spec.approvalsDropped on, and status.processedOutcomes and
+// status.processedApprovals count from the same origin.
+
+// OutcomeAt returns External outcome n of the Session, when spec.outcomes still holds it.
+func (s *SessionSpec) OutcomeAt(n int32) (*ExternalOutcome, bool) {
+	i := int(n) - int(s.OutcomesDropped)
+	if i < 0 || i >= len(s.Outcomes) {
+		return nil, false
+	}
+	return &s.Outcomes[i], true
+}
+
+// OutcomeCount is how many External outcomes the Session has been sent: the dropped
+// ones and the ones spec.outcomes holds.
+func (s *SessionSpec) OutcomeCount() int32 {
+	return s.OutcomesDropped + int32(len(s.Outcomes))
+}
+
+// ApprovalAt returns approval n of the Session, when spec.approvals still holds it.
+func (s *SessionSpec) ApprovalAt(n int32) (*Approval, bool) {
+	i := int(n) - int(s.ApprovalsDropped)
+	if i < 0 || i >= len(s.Approvals) {
+		return nil, false
+	}
+	return &s.Approvals[i], true
+}
+
+// ApprovalCount is how many approvals the Session has been sent: the dropped ones and
+// the ones spec.approvals holds.
+func (s *SessionSpec) ApprovalCount() int32 {
+	return s.ApprovalsDropped + int32(len(s.Approvals))
+}
+
+// DroppableOutcomes is how many outcomes may have left spec.outcomes: the processed
+// ones. The Session's validation refuses a spec.outcomesDropped past it.
+func (s *Session) DroppableOutcomes() int32 { return max(s.Status.ProcessedOutcomes, 0) }
+
+// DroppableApprovals is how many approvals may have left spec.approvals: the
+// processed ones. The Session's validation refuses a spec.approvalsDropped past it.
+func (s *Session) DroppableApprovals() int32 { return max(s.Status.ProcessedApprovals, 0) }
