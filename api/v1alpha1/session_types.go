@@ -461,6 +461,24 @@ type TurnProgress struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	ToolCalls []ToolCallProgress `json:"toolCalls,omitempty"`
+	// pipelineAgent is the agent, counted from 0, of the pathway's Sequential
+	// pipeline that runs the turn now, when the pathway offers its agents
+	// tools: each agent answers, calling tools as it needs, before the next.
+	// +optional
+	PipelineAgent int32 `json:"pipelineAgent,omitempty"`
+	// pipelineFirstCall is the index in toolCalls of pipelineAgent's first
+	// call; the calls before it are earlier agents'.
+	// +optional
+	PipelineFirstCall int32 `json:"pipelineFirstCall,omitempty"`
+	// pipelineOutputs are the outputs of the pipeline's earlier agents,
+	// merged in order.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	PipelineOutputs *apiextensionsv1.JSON `json:"pipelineOutputs,omitempty"`
+	// pipelineReply is the last reply an earlier agent of the pipeline gave.
+	// +optional
+	PipelineReply string `json:"pipelineReply,omitempty"`
 }
 
 // Exchange is one turn of the conversation: the user's message and the reply
@@ -480,6 +498,38 @@ type Exchange struct {
 	// assistant is the reply.
 	// +optional
 	Assistant string `json:"assistant,omitempty"`
+	// toolCalls are the tool calls the turn made, in order, with short
+	// previews of their arguments and results, so later turns know what
+	// was looked up or done. A cut preview ends saying so.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	ToolCalls []ExchangeToolCall `json:"toolCalls,omitempty"`
+	// toolCallsOmitted counts the turn's tool calls left out of toolCalls
+	// to keep the exchange small.
+	// +optional
+	ToolCallsOmitted int32 `json:"toolCallsOmitted,omitempty"`
+}
+
+// ExchangeToolCall is a tool call of a past turn as the conversation
+// remembers it.
+type ExchangeToolCall struct {
+	// tool is the tool called.
+	// +required
+	// +kubebuilder:validation:MaxLength=256
+	Tool string `json:"tool"`
+	// args previews the call's arguments (JSON, cut when long).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Args string `json:"args,omitempty"`
+	// result previews what came of the call: the tool's result (JSON, cut
+	// when long), or why the call failed or was refused or rejected.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Result string `json:"result,omitempty"`
+	// state is Done, Failed or Rejected.
+	// +optional
+	State ToolCallState `json:"state,omitempty"`
 }
 
 // AgentRetry is an agent call that failed transiently and will be tried

@@ -254,6 +254,12 @@ type ToolCallProgress struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:XPreserveUnknownFields
 	Result *apiextensionsv1.JSON `json:"result,omitempty"`
+	// assistantText is the text the model wrote with the answer that asked
+	// for this call, set on that answer's first call; the model is given it
+	// back with the calls. Longer text is cut and ends saying so.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	AssistantText string `json:"assistantText,omitempty"`
 }
 
 // ModelToolCall is a tool call a model asked for, as journaled before it is

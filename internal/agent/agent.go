@@ -74,7 +74,8 @@ type PathwayResponse struct {
 	Complete   bool              `json:"complete"`
 	Usage      Usage             `json:"usage,omitzero"`
 	// ToolCalls, when set, are the tools the model asks to call before it
-	// answers; the other fields are then empty but Usage.
+	// answers; the other fields are then empty but Usage and Reply, which is
+	// then the text the model wrote with its calls, if any.
 	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
 }
 

@@ -69,7 +69,7 @@ func runSequential(ctx context.Context, agents []Agent, req PathwayRequest) (Pat
 		}
 		if len(resp.ToolCalls) > 0 {
 			// The agent asks for tools before it answers: the turn waits on them.
-			out.ToolCalls = resp.ToolCalls
+			out.ToolCalls, out.Reply = resp.ToolCalls, resp.Reply
 			out.Outputs = outputs
 			return out, nil
 		}

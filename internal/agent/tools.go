@@ -70,4 +70,7 @@ type ToolExchange struct {
 	// Result is what the model is told: the tool's result as JSON, or why the call
 	// was refused, rejected or failed.
 	Result string `json:"result"`
+	// AssistantText is the text the model wrote with the round's calls, on the
+	// round's first exchange.
+	AssistantText string `json:"assistantText,omitempty"`
 }

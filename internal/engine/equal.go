@@ -46,7 +46,7 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 				x.Source == y.Source && x.Transition == y.Transition && x.Confidence == y.Confidence &&
 				x.Iteration == y.Iteration && x.MessageID == y.MessageID && x.Reason == y.Reason
 		}) &&
-		slices.Equal(a.Transcript, b.Transcript) &&
+		slices.EqualFunc(a.Transcript, b.Transcript, exchangeEqual) &&
 		a.TranscriptDropped == b.TranscriptDropped &&
 		a.Usage == b.Usage &&
 		slices.EqualFunc(a.ToolCache, b.ToolCache, func(x, y flowv1.ToolCacheEntry) bool {
@@ -84,10 +84,17 @@ func turnEqual(a, b *flowv1.TurnProgress) bool {
 	}
 	return a.Trigger == b.Trigger && a.Stage == b.Stage && a.MessageID == b.MessageID && a.Pathway == b.Pathway &&
 		a.ResultType == b.ResultType && jsonEqual(a.Outputs, b.Outputs) &&
+		a.PipelineAgent == b.PipelineAgent && a.PipelineFirstCall == b.PipelineFirstCall &&
+		jsonEqual(a.PipelineOutputs, b.PipelineOutputs) && a.PipelineReply == b.PipelineReply &&
 		slices.EqualFunc(a.ToolCalls, b.ToolCalls, func(x, y flowv1.ToolCallProgress) bool {
 			return x.ToolCallRecord == y.ToolCallRecord && x.IdempotencyKey == y.IdempotencyKey && x.AwaitingApproval == y.AwaitingApproval &&
-				jsonEqual(x.Args, y.Args) && jsonEqual(x.Result, y.Result)
+				jsonEqual(x.Args, y.Args) && jsonEqual(x.Result, y.Result) && x.AssistantText == y.AssistantText
 		})
+}
+
+func exchangeEqual(a, b flowv1.Exchange) bool {
+	return a.MessageID == b.MessageID && a.Pathway == b.Pathway && a.User == b.User && a.Assistant == b.Assistant &&
+		slices.Equal(a.ToolCalls, b.ToolCalls) && a.ToolCallsOmitted == b.ToolCallsOmitted
 }
 
 func decisionEqual(a, b *flowv1.DecisionRecord) bool {

@@ -87,6 +87,7 @@ func (c *checker) tools(j *flowv1.JourneySpec, pathways map[string]*flowv1.Pathw
 				c.add("pathway %s: tool %q is not declared in spec.tools", entry.Name, name)
 			}
 		}
+		c.toolPipeline(j, entry.Name, p)
 		if p.Builtin == nil {
 			continue
 		}

@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -14,9 +17,31 @@ import (
 // limits.maxTranscriptBytes. Whole exchanges are dropped from the front to stay under
 // the bound; a message is never cut. The first drop sets the TranscriptTrimmed
 // condition, which stays: the conversation agents see is no longer the whole one.
+//
+// A turn that called tools also keeps, in its exchange, each call with a short
+// preview of its arguments and of what came of it (the result, or why it failed or
+// was refused or rejected), so later turns know what was looked up or booked.
+// Previews are cut at a UTF-8 boundary and then say so; the calls of one exchange
+// take at most maxExchangeToolBytes, and the calls past it are counted, not kept.
+// Agents get the calls as lines of the turn's assistant message, before its reply:
+//
+//	[called find_doctors {"specialty":"cardiology"} -> {"doctors":["dr-lee"]}]
+//
+// They are text rather than replayed tool-call and tool messages: a cut preview is
+// not valid JSON arguments, a later turn may run a pathway that offers no tools, and
+// several OpenAI-compatible servers and chat templates refuse tool messages in either
+// case.
+
+const (
+	// maxToolArgsPreview and maxToolResultPreview bound one call's previews.
+	maxToolArgsPreview   = 160
+	maxToolResultPreview = 320
+	// maxExchangeToolBytes bounds the tool calls kept in one exchange.
+	maxExchangeToolBytes = 2048
+)
 
 // recordExchange appends the turn that just ended to the transcript: its message (for
-// a message turn) and its reply. A turn with neither adds nothing.
+// a message turn), its tool calls and its reply. A turn with none of them adds nothing.
 func (r *run) recordExchange() {
 	lt := r.st.LastTurn
 	if lt == nil {
@@ -26,7 +51,10 @@ func (r *run) recordExchange() {
 	if lt.MessageID != "" {
 		ex.User, _ = r.message(lt.MessageID)
 	}
-	if ex.User == "" && ex.Assistant == "" {
+	if r.st.Turn != nil {
+		ex.ToolCalls, ex.ToolCallsOmitted = exchangeToolCalls(r.st.Turn.ToolCalls)
+	}
+	if ex.User == "" && ex.Assistant == "" && len(ex.ToolCalls) == 0 {
 		return
 	}
 	st := r.st
@@ -52,18 +80,91 @@ func (r *run) recordExchange() {
 	}
 }
 
-func exchangeBytes(e flowv1.Exchange) int { return len(e.User) + len(e.Assistant) }
+// exchangeToolCalls are a turn's tool calls as its exchange keeps them, and how many
+// were left out to stay under maxExchangeToolBytes.
+func exchangeToolCalls(calls []flowv1.ToolCallProgress) (out []flowv1.ExchangeToolCall, omitted int32) {
+	size := 0
+	for i, c := range calls {
+		e := flowv1.ExchangeToolCall{Tool: truncate(c.Tool, 256), State: c.State, Result: preview(toolOutcome(c), maxToolResultPreview)}
+		if c.Args != nil {
+			e.Args = preview(string(c.Args.Raw), maxToolArgsPreview)
+		}
+		if size += toolCallBytes(e); size > maxExchangeToolBytes {
+			return out, int32(len(calls) - i)
+		}
+		out = append(out, e)
+	}
+	return out, 0
+}
 
-// history is the transcript as alternating user and assistant lines, oldest first.
+// toolOutcome is what came of call c: its result, else why it has none.
+func toolOutcome(c flowv1.ToolCallProgress) string {
+	if c.State == flowv1.ToolCallDone && c.Result != nil {
+		return string(c.Result.Raw)
+	}
+	return cmp.Or(c.Error, "tool call "+strings.ToLower(string(c.State)))
+}
+
+// preview is s when it fits in n bytes, else its first bytes (cut at a UTF-8
+// boundary) followed by a note that says it was cut and how long it was.
+func preview(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	note := fmt.Sprintf("… (cut, %d bytes)", len(s))
+	cut := max(0, n-len(note))
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + note
+}
+
+func toolCallBytes(e flowv1.ExchangeToolCall) int {
+	return len(e.Tool) + len(e.Args) + len(e.Result) + len(e.State)
+}
+
+func exchangeBytes(e flowv1.Exchange) int {
+	n := len(e.User) + len(e.Assistant)
+	for _, c := range e.ToolCalls {
+		n += toolCallBytes(c)
+	}
+	return n
+}
+
+// history is the transcript as alternating user and assistant lines, oldest first;
+// a turn's tool calls are lines of its assistant message, before its reply.
 func (r *run) history() []agent.Exchange {
 	var out []agent.Exchange
 	for _, e := range r.st.Transcript {
 		if e.User != "" {
 			out = append(out, agent.Exchange{Role: "user", Text: e.User})
 		}
-		if e.Assistant != "" {
-			out = append(out, agent.Exchange{Role: "assistant", Text: e.Assistant})
+		if text := assistantText(e); text != "" {
+			out = append(out, agent.Exchange{Role: "assistant", Text: text})
 		}
 	}
 	return out
+}
+
+// assistantText is exchange e's assistant message: its tool calls, then its reply.
+func assistantText(e flowv1.Exchange) string {
+	if len(e.ToolCalls) == 0 && e.ToolCallsOmitted == 0 {
+		return e.Assistant
+	}
+	var b strings.Builder
+	for _, c := range e.ToolCalls {
+		fmt.Fprintf(&b, "[called %s %s -> ", c.Tool, cmp.Or(c.Args, "{}"))
+		if c.State != "" && c.State != flowv1.ToolCallDone {
+			fmt.Fprintf(&b, "%s: ", c.State)
+		}
+		fmt.Fprintf(&b, "%s]\n", c.Result)
+	}
+	if e.ToolCallsOmitted > 0 {
+		fmt.Fprintf(&b, "[and %d more tool calls, not shown]\n", e.ToolCallsOmitted)
+	}
+	if e.Assistant != "" {
+		b.WriteString("\n")
+		b.WriteString(e.Assistant)
+	}
+	return strings.TrimRight(b.String(), "\n")
 }

@@ -13,7 +13,13 @@ type ToolCall struct {
 
 // CallTools is a 200 chat completion whose assistant message calls tools instead of
 // answering (finish_reason tool_calls).
-func CallTools(calls ...ToolCall) Reply {
+func CallTools(calls ...ToolCall) Reply { return callTools(nil, calls) }
+
+// CallToolsSaying is CallTools whose assistant message also has content: the text a
+// model writes alongside its calls.
+func CallToolsSaying(content string, calls ...ToolCall) Reply { return callTools(content, calls) }
+
+func callTools(content any, calls []ToolCall) Reply {
 	tcs := make([]any, len(calls))
 	for i, c := range calls {
 		tcs[i] = map[string]any{"id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}}
@@ -21,7 +27,7 @@ func CallTools(calls ...ToolCall) Reply {
 	return JSONReply(http.StatusOK, map[string]any{
 		"id": "chatcmpl-tools", "object": "chat.completion", "created": 1, "model": "test-model",
 		"choices": []any{map[string]any{"index": 0, "finish_reason": "tool_calls",
-			"message": map[string]any{"role": "assistant", "content": nil, "tool_calls": tcs}}},
+			"message": map[string]any{"role": "assistant", "content": content, "tool_calls": tcs}}},
 		"usage": map[string]any{"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
 	})
 }

@@ -201,7 +201,8 @@ func (a *Agent) RunPathway(ctx context.Context, req agent.PathwayRequest) (agent
 		return agent.PathwayResponse{Usage: usage}, err
 	}
 	if calls := toolCalls(resp); len(calls) > 0 && len(c.tools) > 0 {
-		return agent.PathwayResponse{ToolCalls: calls, Usage: usage}, nil
+		// The text written with the calls is kept: the model is given it back.
+		return agent.PathwayResponse{ToolCalls: calls, Reply: clean(resp.Choices[0].Message.Content), Usage: usage}, nil
 	}
 	content, err := a.content(resp)
 	if err != nil {

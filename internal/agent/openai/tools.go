@@ -14,8 +14,9 @@ import (
 // revision pins. The model answers either with tool calls, which the engine checks
 // and makes one step at a time, or with the final structured answer. Each later
 // request replays the turn's calls: every model answer as an assistant message with
-// its tool calls, each followed by a tool message with what came of the call (its
-// result, or why it was refused, rejected or failed).
+// its tool calls and whatever text it wrote with them, each followed by a tool
+// message with what came of the call (its result, or why it was refused, rejected
+// or failed).
 
 // emptyParameters is the schema of a tool without a pinned input schema.
 var emptyParameters = json.RawMessage(`{"type":"object","properties":{}}`)
@@ -39,12 +40,13 @@ func functionTools(specs []agent.ToolSpec) []goopenai.Tool {
 }
 
 // toolMessages replays the turn's tool exchanges: for each model answer (a round), an
-// assistant message with its calls, then one tool message per call.
+// assistant message with its calls and the text the model wrote with them, then one
+// tool message per call.
 func toolMessages(exchanges []agent.ToolExchange) []goopenai.ChatCompletionMessage {
 	var out []goopenai.ChatCompletionMessage
 	for i := 0; i < len(exchanges); {
 		j := i
-		asked := goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleAssistant}
+		asked := goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleAssistant, Content: exchanges[i].AssistantText}
 		for ; j < len(exchanges) && exchanges[j].Round == exchanges[i].Round; j++ {
 			ex := exchanges[j]
 			asked.ToolCalls = append(asked.ToolCalls, goopenai.ToolCall{ID: ex.ID, Type: goopenai.ToolTypeFunction,
