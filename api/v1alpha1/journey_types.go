@@ -475,7 +475,7 @@ type Limits struct {
 	Budget *Budget `json:"budget,omitempty"`
 }
 
-// Budget caps token usage and cost.
+// Budget caps token usage, cost and tool calls.
 type Budget struct {
 	// maxTokens caps prompt plus completion tokens.
 	// +optional
@@ -484,6 +484,13 @@ type Budget struct {
 	// maxCostUSD caps the cost in US dollars, from the agents' pricing.
 	// +optional
 	MaxCostUSD Decimal `json:"maxCostUSD,omitempty"`
+	// maxToolCalls caps the tool calls the Session makes (see
+	// status.usage.toolCalls). A call that would pass it is not made: the
+	// Session stalls with reason BudgetExceeded and the turn stays in
+	// progress, to go on when spec.limits.budget raises it.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxToolCalls int64 `json:"maxToolCalls,omitempty"`
 }
 
 // LoopPrevention blocks oscillation: a cycle of pathways repeated more than

@@ -892,7 +892,7 @@ type HistoryEntry struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// Usage sums tokens and cost.
+// Usage sums tokens, cost and tool calls.
 type Usage struct {
 	// promptTokens used.
 	// +optional
@@ -903,6 +903,12 @@ type Usage struct {
 	// costUSD is the cost in US dollars, a decimal string.
 	// +optional
 	CostUSD string `json:"costUSD,omitempty"`
+	// toolCalls counts the tool calls made: a call counts when its answer
+	// (a result or a failure from the tool's server or builtin expression)
+	// is applied. Calls refused before they are made, rejected by a person
+	// or answered from the Session's tool cache do not count.
+	// +optional
+	ToolCalls int64 `json:"toolCalls,omitempty"`
 }
 
 // +kubebuilder:object:root=true

@@ -34,6 +34,9 @@ func (r *run) limits() limits {
 		if c, ok := parseNano(string(b.MaxCostUSD)); ok && c > 0 {
 			l.maxCost = c
 		}
+		if b.MaxToolCalls > 0 {
+			l.maxToolCalls = b.MaxToolCalls
+		}
 	}
 	return l
 }
@@ -71,6 +74,16 @@ func (r *run) unaffordable(eff *Effect) (string, bool) {
 	if l.maxCost > 0 && spent+cost > l.maxCost {
 		return fmt.Sprintf("the next %s call could cost up to USD %s; USD %s of the budget of %s is left",
 			eff.Kind, formatNano(cost), formatNano(max(l.maxCost-spent, 0)), formatNano(l.maxCost)), true
+	}
+	return "", false
+}
+
+// toolCallsSpent reports whether one more tool call would take the Session past
+// its budget of tool calls, and why: such a call is not made.
+func (r *run) toolCallsSpent() (string, bool) {
+	l := r.limits()
+	if used := r.st.Usage.ToolCalls; l.maxToolCalls > 0 && used+1 > l.maxToolCalls {
+		return fmt.Sprintf("the tool-call budget is used up: %d tool calls made, budget is %d", used, l.maxToolCalls), true
 	}
 	return "", false
 }

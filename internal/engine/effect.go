@@ -254,7 +254,8 @@ func formatNano(n int64) string {
 }
 
 func addUsage(a, b flowv1.Usage) flowv1.Usage {
-	out := flowv1.Usage{PromptTokens: a.PromptTokens + b.PromptTokens, CompletionTokens: a.CompletionTokens + b.CompletionTokens}
+	out := flowv1.Usage{PromptTokens: a.PromptTokens + b.PromptTokens, CompletionTokens: a.CompletionTokens + b.CompletionTokens,
+		ToolCalls: a.ToolCalls + b.ToolCalls}
 	x, _ := parseNano(a.CostUSD)
 	y, _ := parseNano(b.CostUSD)
 	if x+y > 0 {

@@ -56,6 +56,7 @@ type limits struct {
 	idle                                                                time.Duration // 0: none
 	maxTokens                                                           int64
 	maxCost                                                             int64 // nano-dollars; 0 = none
+	maxToolCalls                                                        int64 // 0: none
 	window, repeats                                                     int
 	intentThreshold                                                     float64
 	intentCacheTTL                                                      time.Duration // 0: the process default
@@ -134,6 +135,7 @@ func resolveLimits(j *flowv1.JourneySpec) limits {
 	if b := l.Budget; b != nil {
 		out.maxTokens = b.MaxTokens
 		out.maxCost, _ = parseNano(string(b.MaxCostUSD))
+		out.maxToolCalls = b.MaxToolCalls
 	}
 	out.intentThreshold = DefaultIntentConfidence
 	if d := j.IntentDetection; d != nil && d.CacheTTL != nil {

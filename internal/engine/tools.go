@@ -345,7 +345,9 @@ func (r *run) applyToolAnswer(c *flowv1.ToolCallProgress) bool {
 		return false
 	}
 	r.pending = nil
-	r.addUsage(p.Result.Usage)
+	u := p.Result.Usage
+	u.ToolCalls++ // the call was made: its answer, result or failure, is applied
+	r.addUsage(u)
 	c.DurationMs = p.Result.DurationMs
 	if f := p.Result.Failure; f != nil {
 		c.State, c.Error = flowv1.ToolCallFailed, truncate(f.Message, 1024)
@@ -362,9 +364,14 @@ func (r *run) applyToolAnswer(c *flowv1.ToolCallProgress) bool {
 	return true
 }
 
-// waitTool is the CallTool effect of the pending call c.
+// waitTool is the CallTool effect of the pending call c. When the Session's budget
+// of tool calls is used up, the call is not made: the Session stalls with the turn
+// in progress and c pending, to be made once spec.limits raises the budget.
 func (r *run) waitTool(c *flowv1.ToolCallProgress, ctx map[string]any) stageResult {
 	r.pending = nil // a journaled answer to another question is stale
+	if why, over := r.toolCallsSpent(); over {
+		return r.stallOnBudget(why)
+	}
 	args, _ := decodeJSON(c.Args)
 	req := agent.ToolRequest{ID: c.ID, Tool: c.Tool, Args: orEmptyMap(args), IdempotencyKey: c.IdempotencyKey,
 		ApprovedBy: c.ApprovedBy, Pathway: r.st.CurrentPathway}

@@ -39,6 +39,9 @@ func checkLimits(old, s *flowv1.Session) field.ErrorList {
 	if tokens := used.Usage.PromptTokens + used.Usage.CompletionTokens; b.MaxTokens > 0 && b.MaxTokens < tokens {
 		below(bp.Child("maxTokens"), b.MaxTokens, fmt.Sprintf("%d tokens", tokens))
 	}
+	if calls := used.Usage.ToolCalls; b.MaxToolCalls > 0 && b.MaxToolCalls < calls {
+		below(bp.Child("maxToolCalls"), b.MaxToolCalls, fmt.Sprintf("%d tool calls", calls))
+	}
 	if b.MaxCostUSD != "" {
 		limit, ok := new(big.Rat).SetString(string(b.MaxCostUSD))
 		if !ok || limit.Sign() < 0 {
