@@ -11,7 +11,7 @@ func TestCheckLimits(t *testing.T) {
 	old := &flowv1.Session{}
 	old.Name = "patient"
 	old.Status.Turns = 4
-	old.Status.Usage = flowv1.Usage{PromptTokens: 900, CompletionTokens: 100, CostUSD: "0.25"}
+	old.Status.Usage = flowv1.Usage{PromptTokens: 900, CompletionTokens: 100, CostUSD: "0.25", ToolCalls: 3}
 	for _, tc := range []struct {
 		name   string
 		limits *flowv1.SessionLimits
@@ -23,6 +23,8 @@ func TestCheckLimits(t *testing.T) {
 		{"turns below", &flowv1.SessionLimits{MaxTurns: 3}, []string{`Session "patient" has used 4 turns`, "spec.limits.maxTurns 3 is below that"}},
 		{"tokens below", &flowv1.SessionLimits{Budget: &flowv1.Budget{MaxTokens: 999}}, []string{"has used 1000 tokens", "spec.limits.budget.maxTokens 999"}},
 		{"cost below", &flowv1.SessionLimits{Budget: &flowv1.Budget{MaxCostUSD: "0.2"}}, []string{"has used USD 0.25", "spec.limits.budget.maxCostUSD 0.2"}},
+		{"tool calls at what was used", &flowv1.SessionLimits{Budget: &flowv1.Budget{MaxToolCalls: 3}}, nil},
+		{"tool calls below", &flowv1.SessionLimits{Budget: &flowv1.Budget{MaxToolCalls: 2}}, []string{"has used 3 tool calls", "spec.limits.budget.maxToolCalls 2"}},
 		{"cost not a number", &flowv1.SessionLimits{Budget: &flowv1.Budget{MaxCostUSD: "lots"}}, []string{"not a decimal"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
