@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/agent"
 )
 
 // toolBudget caps the Session's tool calls at n.
@@ -80,5 +81,29 @@ func TestToolCallsCountOnlyMadeCalls(t *testing.T) {
 	s.settle()
 	if len(s.effects) != 1 || s.st.Usage.ToolCalls != 1 || s.st.LastTurn.ToolCalls[0].State != flowv1.ToolCallFailed {
 		t.Fatalf("failed call: effects %d, usage %+v, calls %s", len(s.effects), s.st.Usage, dump(s.st.LastTurn.ToolCalls))
+	}
+}
+
+// A model's tool call past the budget waits, planned, until the cap is raised; the
+// model is not asked again before it is made.
+func TestReActToolCallBudget(t *testing.T) {
+	s, l := reactTools(t, func(req agent.PathwayRequest) agent.PathwayResponse {
+		if len(req.ToolExchanges) == 0 {
+			return asks(call("find_doctors", `{"specialty":"cardiology"}`), call("book_slot", `{"doctor":"dr-cardiology"}`))
+		}
+		return final(req)
+	}, toolBudget(1))
+	s.say("m1", "book me a cardiologist")
+	s.settle()
+	if toolEffects(s) != 1 || s.stalled() != flowv1.ReasonBudgetExceeded || s.st.Usage.ToolCalls != 1 || l.calls[flowv1.EffectRunPathway] != 1 {
+		t.Fatalf("tool calls %d, stalled %q, usage %+v, model asked %d times", toolEffects(s), s.stalled(), s.st.Usage, l.calls[flowv1.EffectRunPathway])
+	}
+	s.spec.Limits = &flowv1.SessionLimits{Budget: &flowv1.Budget{MaxToolCalls: 2}}
+	s.settle()
+	if toolEffects(s) != 2 || s.stalled() != "" || s.st.Usage.ToolCalls != 2 || l.calls[flowv1.EffectRunPathway] != 2 {
+		t.Fatalf("after the override: tool calls %d, stalled %q, usage %+v, model asked %d times", toolEffects(s), s.stalled(), s.st.Usage, l.calls[flowv1.EffectRunPathway])
+	}
+	if lt := s.st.LastTurn; lt.AssistantText != "Booked dr-cardiology at 09:00" || lt.FinishReason != flowv1.FinishSuccess {
+		t.Errorf("resumed turn %s", dump(lt))
 	}
 }
