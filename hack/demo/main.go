@@ -81,9 +81,7 @@ func run() error {
 // and returns the URL it prints.
 func dashboard(ctx context.Context, c *localcluster.Cluster) (string, error) {
 	cmd := exec.CommandContext(ctx, "kubectl", "journey", "dashboard", "--port", "0")
-	cmd.Env = append(os.Environ(),
-		"KUBECONFIG="+c.Kubeconfig,
-		"PATH="+filepath.Join(c.Dir, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = c.Environ()
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -65,13 +65,22 @@ func (c *Cluster) Stop() error {
 // plugin directory first on PATH.
 func (c *Cluster) Kubectl(args ...string) (string, error) {
 	cmd := exec.Command("kubectl", args...)
-	cmd.Env = append(os.Environ(),
-		"KUBECONFIG="+c.Kubeconfig,
-		"PATH="+filepath.Join(c.Dir, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = c.Environ()
 	cmd.Dir = testenv.RepoRoot()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
+}
+
+// Environ is the environment kubectl runs in against the cluster: its kubeconfig, the
+// plugin directory first on PATH, and a discovery cache of its own (kubectl keys its
+// cache by server address, and another control plane may have used the same port with
+// other resources).
+func (c *Cluster) Environ() []string {
+	return append(os.Environ(),
+		"KUBECONFIG="+c.Kubeconfig,
+		"KUBECACHEDIR="+filepath.Join(c.Dir, "kube-cache"),
+		"PATH="+filepath.Join(c.Dir, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
 }

@@ -22,7 +22,7 @@ import (
 func TestDefaultKustomizationServesTheWebhook(t *testing.T) {
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
-		t.Skip("kubectl not installed")
+		t.Fatalf("kubectl is needed to render config/default: %v", err)
 	}
 	out, err := exec.Command(kubectl, "kustomize", filepath.Join(testenv.RepoRoot(), "config", "default")).Output()
 	if err != nil {
