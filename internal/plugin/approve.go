@@ -107,7 +107,11 @@ func (ao *approveOptions) run(ctx context.Context, name string) error {
 	if ao.reject {
 		verb = "rejected"
 	}
-	fmt.Fprintf(ao.Out, "decision %s %s on session/%s", approval.DecisionID, verb, name)
+	what := "decision " + approval.DecisionID
+	if d := s.Status.PendingDecision(); d != nil && d.ID == approval.DecisionID && strings.HasPrefix(d.Transition, "tool:") {
+		what = fmt.Sprintf("tool call %s (%s)", d.ID, strings.TrimPrefix(d.Transition, "tool:"))
+	}
+	fmt.Fprintf(ao.Out, "%s %s on session/%s", what, verb, name)
 	if approval.Destination != "" {
 		fmt.Fprintf(ao.Out, " (destination %s)", approval.Destination)
 	}

@@ -123,3 +123,21 @@ func setJourneyReady(ctx context.Context, status metav1.ConditionStatus) error {
 	}
 	return admin.Status().Patch(ctx, j, client.MergeFrom(base))
 }
+
+// Approving a tool call says it is one, and names the tool.
+func TestApproveNamesAToolCall(t *testing.T) {
+	controlPlane(t)
+	ctx := context.Background()
+	newSession(t, "tool-approve")
+	setStatus(t, "tool-approve", func(st *flowv1alpha1.SessionStatus) {
+		st.Phase, st.CurrentPathway = flowv1alpha1.PhaseAwaitingApproval, "book"
+		st.LastDecision = &flowv1alpha1.DecisionRecord{ID: "t-3-2", Transition: "tool:book_slot", From: "book", State: flowv1alpha1.DecisionPending}
+	})
+	out, _, err := kubectlJourney(ctx, "approve", "tool-approve", "--reason", "confirmed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "tool call t-3-2 (book_slot) approved on session/tool-approve\n"; out != want {
+		t.Errorf("output %q, want %q", out, want)
+	}
+}
