@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -321,21 +320,7 @@ func TestReActLimits(t *testing.T) {
 // call, only once more with its result.
 func TestReActExactlyOnceAcrossRestart(t *testing.T) {
 	ns := newNamespace(t)
-	c := clinic.New()
-	held, release := make(chan string, 1), make(chan struct{})
-	var deliveries atomic.Int32
-	c.Hold = func(ctx context.Context, key string) {
-		if deliveries.Add(1) == 1 {
-			held <- key
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-		}
-	}
-	srv := httptest.NewServer(c.Handler())
-	defer srv.Close()
-	defer close(release)
+	c, srv, held := holdingClinic(t)
 	model := newReactModel(t, map[string]modelScript{"s1": func(results []testenv.ToolResult) testenv.Reply {
 		if len(results) == 0 {
 			return callTool("book_slot", `{"doctor_id":"dr-lee","slot":"2026-12-01T09:00"}`)

@@ -51,21 +51,7 @@ func clinicJourney(ns, url string) (*flowv1.Journey, *flowv1.Pathway) {
 // the same key, the clinic books once, and the Session completes once.
 func TestToolCallExactlyOnceAcrossRestart(t *testing.T) {
 	ns := newNamespace(t)
-	c := clinic.New()
-	held, release := make(chan string, 1), make(chan struct{})
-	var deliveries atomic.Int32
-	c.Hold = func(ctx context.Context, key string) {
-		if deliveries.Add(1) == 1 {
-			held <- key
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-		}
-	}
-	srv := httptest.NewServer(c.Handler())
-	defer srv.Close()
-	defer close(release)
+	c, srv, held := holdingClinic(t)
 
 	first := env.StartManager(t, managerOptions(ns, Options{}))
 	j, p := clinicJourney(ns, srv.URL)
@@ -214,4 +200,27 @@ func TestDestructiveToolWaitsForApproval(t *testing.T) {
 	if c.Calls("book_slot") != 1 || c.Bookings() != 1 {
 		t.Fatalf("book_slot calls %d, bookings %d", c.Calls("book_slot"), c.Bookings())
 	}
+}
+
+// holdingClinic starts a clinic MCP server on loopback that holds the response of the
+// first delivery of a side-effecting call (after the effect) until the test ends, and
+// sends that delivery's idempotency key on held.
+func holdingClinic(t *testing.T) (c *clinic.Clinic, srv *httptest.Server, held <-chan string) {
+	t.Helper()
+	c = clinic.New()
+	keys, release := make(chan string, 1), make(chan struct{})
+	var deliveries atomic.Int32
+	c.Hold = func(ctx context.Context, key string) {
+		if deliveries.Add(1) == 1 {
+			keys <- key
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+	}
+	srv = httptest.NewServer(c.Handler())
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // runs first: the held handler returns, then the server closes
+	return c, srv, keys
 }

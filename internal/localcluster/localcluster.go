@@ -1,7 +1,7 @@
 // Package localcluster runs the operator on a local control plane: kube-apiserver and
 // etcd built from source (internal/testenv), the controllers in-process, and a
-// kubeconfig so that kubectl and the kubectl-journey plugin can talk to it. The demo
-// and the e2e tests use it.
+// kubeconfig so that kubectl and the kubectl-journey plugin can talk to it. The demo,
+// the e2e tests and the docs test use it.
 package localcluster
 
 import (
@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -83,4 +84,27 @@ func (c *Cluster) Environ() []string {
 		"KUBECONFIG="+c.Kubeconfig,
 		"KUBECACHEDIR="+filepath.Join(c.Dir, "kube-cache"),
 		"PATH="+filepath.Join(c.Dir, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+}
+
+// Main is a test package's TestMain on a Cluster: it starts one with the plugin built
+// in a temporary directory named after prefix, hands it to use, runs the tests, stops
+// the Cluster and exits with the tests' code. A Cluster that cannot start fails the run.
+func Main(m *testing.M, prefix string, use func(*Cluster)) {
+	testenv.QuietLogs()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	c, err := Start(dir, true)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		_ = os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	use(c)
+	code := m.Run()
+	_ = c.Stop()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
 }

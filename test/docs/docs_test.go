@@ -31,21 +31,7 @@ import (
 var cluster *localcluster.Cluster
 
 func TestMain(m *testing.M) {
-	testenv.QuietLogs()
-	dir, err := os.MkdirTemp("", "journey-docs-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cluster, err = localcluster.Start(dir, true)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = cluster.Stop()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	localcluster.Main(m, "journey-docs-", func(c *localcluster.Cluster) { cluster = c })
 }
 
 // blockTimeout bounds one block (kubectl journey say --wait waits up to 60s).

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -11,27 +10,12 @@ import (
 	"time"
 
 	"github.com/journeyops/journey-operator/internal/localcluster"
-	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 var cluster *localcluster.Cluster
 
 func TestMain(m *testing.M) {
-	testenv.QuietLogs()
-	dir, err := os.MkdirTemp("", "journey-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cluster, err = localcluster.Start(dir, true)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = cluster.Stop()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	localcluster.Main(m, "journey-e2e-", func(c *localcluster.Cluster) { cluster = c })
 }
 
 func kubectl(t *testing.T, args ...string) string {
