@@ -1,6 +1,9 @@
 package v1alpha1
 
-import "iter"
+import (
+	"iter"
+	"strings"
+)
 
 // This file holds the predicates that the engine, the webhooks, the controllers and
 // the kubectl plugin all need, so that each is written once, next to the types it
@@ -140,4 +143,23 @@ func (s *SessionSpec) ApprovalIndex(decisionID string) int {
 // Approves reports whether the approval accepts its decision: approve is set and true.
 func (a *Approval) Approves() bool {
 	return a.Approve != nil && *a.Approve
+}
+
+// toolDecisionPrefix starts the transition of a decision record that stands for a
+// tool call waiting for approval: "tool:<tool>".
+const toolDecisionPrefix = "tool:"
+
+// ToolDecisionTransition is the transition of the decision record that stands for a
+// call of tool waiting for approval.
+func ToolDecisionTransition(tool string) string {
+	return toolDecisionPrefix + tool
+}
+
+// ToolCall returns the tool of d when d stands for a tool call waiting for approval
+// (shown like a decision), and whether it does.
+func (d *DecisionRecord) ToolCall() (tool string, ok bool) {
+	if d == nil {
+		return "", false
+	}
+	return strings.CutPrefix(d.Transition, toolDecisionPrefix)
 }

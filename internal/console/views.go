@@ -144,7 +144,7 @@ func approvalOf(s *flowv1alpha1.Session) approvalItem {
 		}
 	}
 	item.Destinations = dests
-	if tool, ok := toolview.DecisionTool(d); ok {
+	if tool, ok := d.ToolCall(); ok {
 		item.Tool = tool
 	}
 	if lt := s.Status.LastTurn; lt != nil {

@@ -8,15 +8,11 @@ import (
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
 
-// toolDecisionPrefix starts the transition of the pending decision that stands for a
-// tool call waiting for approval.
-const toolDecisionPrefix = "tool:"
-
 // approvalPolicy is the approval timeout of what ld stands for: the tool's
 // approvalTimeout for a tool call, the decision's approval for a decision; nil when
 // there is none.
 func (s *Snapshot) approvalPolicy(ld *flowv1.DecisionRecord) *flowv1.ApprovalTimeout {
-	if name, ok := strings.CutPrefix(ld.Transition, toolDecisionPrefix); ok {
+	if name, ok := ld.ToolCall(); ok {
 		if t, ok := s.tool(name); ok {
 			return t.ApprovalTimeout
 		}
@@ -57,7 +53,7 @@ func (r *run) approvalExpired() bool {
 	}
 	why := fmt.Sprintf("no approval within %s", policy.Timeout.Duration)
 	ld := r.st.LastDecision
-	if strings.HasPrefix(ld.Transition, toolDecisionPrefix) {
+	if _, ok := ld.ToolCall(); ok {
 		r.expireToolApproval(ld, policy.OnTimeout, why)
 		return true
 	}
@@ -113,7 +109,7 @@ func timeoutEvents(old, cur *flowv1.SessionStatus) []Event {
 		return nil
 	}
 	what := "Decision"
-	if strings.HasPrefix(d.Transition, toolDecisionPrefix) {
+	if _, ok := d.ToolCall(); ok {
 		what = "Tool call"
 	}
 	return []Event{{EventWarning, flowv1.ReasonApprovalTimeout,

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"strings"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/expr"
@@ -59,7 +58,7 @@ func (r *run) holdForApproval(c *flowv1.ToolCallProgress) {
 	c.AwaitingApproval = true
 	st.LastDecision = &flowv1.DecisionRecord{
 		ID:           c.ID,
-		Transition:   "tool:" + c.Tool,
+		Transition:   flowv1.ToolDecisionTransition(c.Tool),
 		From:         st.CurrentPathway,
 		Reasoning:    toolPreview(c),
 		State:        flowv1.DecisionPending,
@@ -96,7 +95,7 @@ func (r *run) toolApproval(c *flowv1.ToolCallProgress) (res stageResult, goOn bo
 	st.Phase = flowv1.PhaseRunning
 	d := st.LastDecision.DeepCopy()
 	if d == nil || d.ID != c.ID {
-		d = &flowv1.DecisionRecord{ID: c.ID, Transition: "tool:" + c.Tool, From: st.CurrentPathway}
+		d = &flowv1.DecisionRecord{ID: c.ID, Transition: flowv1.ToolDecisionTransition(c.Tool), From: st.CurrentPathway}
 	}
 	d.Source = flowv1.SourceApproval
 	if a.Approves() {
@@ -114,7 +113,7 @@ func (r *run) toolApproval(c *flowv1.ToolCallProgress) (res stageResult, goOn bo
 // toolApprovalMessage is the AwaitingApproval message of a tool call that waits.
 func toolApprovalMessage(st *flowv1.SessionStatus) (string, bool) {
 	d := st.LastDecision
-	if d == nil || !strings.HasPrefix(d.Transition, "tool:") {
+	if _, ok := d.ToolCall(); !ok {
 		return "", false
 	}
 	return fmt.Sprintf("Tool call %s in pathway %s waits for approval: %s", d.ID, d.From, d.Reasoning), true

@@ -108,8 +108,10 @@ func (ao *approveOptions) run(ctx context.Context, name string) error {
 		verb = "rejected"
 	}
 	what := "decision " + approval.DecisionID
-	if d := s.Status.PendingDecision(); d != nil && d.ID == approval.DecisionID && strings.HasPrefix(d.Transition, "tool:") {
-		what = fmt.Sprintf("tool call %s (%s)", d.ID, strings.TrimPrefix(d.Transition, "tool:"))
+	if d := s.Status.PendingDecision(); d != nil && d.ID == approval.DecisionID {
+		if tool, ok := d.ToolCall(); ok {
+			what = fmt.Sprintf("tool call %s (%s)", d.ID, tool)
+		}
 	}
 	fmt.Fprintf(ao.Out, "%s %s on session/%s", what, verb, name)
 	if approval.Destination != "" {

@@ -152,12 +152,3 @@ func pathwayAt(st *flowv1.SessionStatus, step int64) string {
 	}
 	return cmp.Or(p, st.CurrentPathway)
 }
-
-// DecisionTool returns the tool of d when d is a tool call waiting for approval, shown
-// like a decision: its transition is "tool:<tool>".
-func DecisionTool(d *flowv1.DecisionRecord) (string, bool) {
-	if d == nil {
-		return "", false
-	}
-	return strings.CutPrefix(d.Transition, "tool:")
-}
