@@ -446,7 +446,8 @@ type Limits struct {
 	// maxContextBytes caps the JSON size of the context. Exceeding it is an
 	// error, never a silent truncation. Defaults to 49152 (48 KiB). A Session's
 	// stored size grows with it (see docs/PERFORMANCE.md, "Session size"): at
-	// the maximum a Session may take about 1.3 MiB, under etcd's request limit.
+	// the maximum (and the largest maxTranscriptBytes) a Session may take
+	// about 1.38 MiB, under etcd's request limit.
 	// +optional
 	// +kubebuilder:validation:Minimum=1024
 	// +kubebuilder:validation:Maximum=524288
@@ -463,12 +464,13 @@ type Limits struct {
 	// +kubebuilder:validation:Maximum=500
 	MaxJournal *int32 `json:"maxJournal,omitempty"`
 	// maxTranscriptBytes bounds status.transcript, the conversation pathway
-	// agents see: the bytes of its user messages and replies. The oldest
-	// exchanges are dropped whole to stay under it, never cut mid-message.
-	// Defaults to 16384.
+	// agents see, as stored: the JSON of its exchanges (messages, replies,
+	// their ids and pathways, tool-call previews). The oldest exchanges are
+	// dropped whole to stay under it, never cut mid-message; at most 1000 are
+	// kept however small. Defaults to 16384.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	// +kubebuilder:validation:Maximum=262144
+	// +kubebuilder:validation:Maximum=131072
 	MaxTranscriptBytes *int32 `json:"maxTranscriptBytes,omitempty"`
 	// budget caps token usage and cost across all agent calls of a Session.
 	// +optional

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -15,7 +16,10 @@ import (
 // The transcript (status.transcript) is the conversation pathway agents see: each
 // turn's user message with the reply that answered it, bounded by
 // limits.maxTranscriptBytes. Whole exchanges are dropped from the front to stay under
-// the bound; a message is never cut. The first drop sets the TranscriptTrimmed
+// the bound; a message is never cut. The bound counts the transcript as stored (its
+// JSON, as status.history and status.journal count theirs), so it bounds the object's
+// size whatever the messages are like: short messages cost their ids and field names
+// too. At most MaxTranscriptExchanges are kept however small. The first drop sets the TranscriptTrimmed
 // condition, which stays: the conversation agents see is no longer the whole one.
 //
 // A turn that called tools also keeps, in its exchange, each call with a short
@@ -33,6 +37,9 @@ import (
 // case.
 
 const (
+	// MaxTranscriptExchanges is the most exchanges status.transcript keeps (its
+	// CRD's MaxItems), however few bytes they take.
+	MaxTranscriptExchanges = 1000
 	// maxToolArgsPreview and maxToolResultPreview bound one call's previews.
 	maxToolArgsPreview   = 160
 	maxToolResultPreview = 320
@@ -59,21 +66,21 @@ func (r *run) recordExchange() {
 	}
 	st := r.st
 	st.Transcript = append(st.Transcript, ex)
-	total := 0
-	for _, e := range st.Transcript {
-		total += exchangeBytes(e)
+	total := 2 // the brackets
+	for i := range st.Transcript {
+		total += exchangeBytes(&st.Transcript[i])
 	}
 	drop := 0
-	for drop < len(st.Transcript) && total > r.snap.lim.transcriptBytes {
-		total -= exchangeBytes(st.Transcript[drop])
+	for drop < len(st.Transcript) && (total > r.snap.lim.transcriptBytes || len(st.Transcript)-drop > MaxTranscriptExchanges) {
+		total -= exchangeBytes(&st.Transcript[drop])
 		drop++
 	}
 	if drop > 0 {
 		st.Transcript = append([]flowv1.Exchange(nil), st.Transcript[drop:]...)
 		st.TranscriptDropped += int32(drop)
 		setCondition(st, flowv1.ConditionTranscriptTrimmed, metav1.ConditionTrue, flowv1.ReasonOldestExchangesDropped, fmt.Sprintf(
-			"The oldest exchanges are dropped from status.transcript to keep it under %d bytes (status.transcriptDropped counts them); pathway agents no longer see them",
-			r.snap.lim.transcriptBytes), r.now)
+			"The oldest exchanges are dropped from status.transcript to keep it under %d bytes and %d exchanges (status.transcriptDropped counts them); pathway agents no longer see them",
+			r.snap.lim.transcriptBytes, MaxTranscriptExchanges), r.now)
 	}
 	if len(st.Transcript) == 0 {
 		st.Transcript = nil
@@ -123,12 +130,13 @@ func toolCallBytes(e flowv1.ExchangeToolCall) int {
 	return len(e.Tool) + len(e.Args) + len(e.Result) + len(e.State)
 }
 
-func exchangeBytes(e flowv1.Exchange) int {
-	n := len(e.User) + len(e.Assistant)
-	for _, c := range e.ToolCalls {
-		n += toolCallBytes(c)
+// exchangeBytes is what an exchange costs in status, with its separator.
+func exchangeBytes(e *flowv1.Exchange) int {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return 0
 	}
-	return n
+	return len(b) + 1
 }
 
 // history is the transcript as alternating user and assistant lines, oldest first;

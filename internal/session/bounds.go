@@ -21,8 +21,9 @@ import (
 //	turn records           3 x MaxAnswerBytes (lastTurn, pendingEffect, turn: one answer each)
 //	everything else        FixedBytes (metadata, managed fields, conditions, counters)
 //
-// With the defaults (C = 48 KiB) that is 254 KiB, under the 256 KiB this project
-// promises, and well under etcd's 1.5 MiB request limit for the largest limits.
+// With the defaults (C = 48 KiB, a 16 KiB transcript) that is 254 KiB, under the
+// 256 KiB this project promises; with the largest limits the API allows (C = 512 KiB,
+// a 128 KiB transcript) it is about 1.38 MiB, under etcd's 1.5 MiB request limit.
 // A new growing part adds its term here, so the bound stays in one place.
 const (
 	// MaxMessagesBytes bounds spec.messages: the sum over its messages of the text, the
@@ -41,8 +42,6 @@ const (
 	MaxApprovalsBytes = 6144
 	// MaxJournalBytes bounds status.journal: the oldest answers are dropped past it.
 	MaxJournalBytes = 24576
-	// DefaultMaxTranscriptBytes is the conversation transcript's byte bound by default.
-	DefaultMaxTranscriptBytes = 16384
 	// MaxAnswerBytes is what one agent answer is assumed to take at most in status
 	// (its reply, outputs and reasoning): about 2,000 completion tokens.
 	MaxAnswerBytes = 8192
@@ -51,8 +50,14 @@ const (
 	FixedBytes = 16384
 )
 
-// TranscriptBytes is the conversation transcript's byte bound under limits.
-func TranscriptBytes(_ flowv1.Limits) int { return DefaultMaxTranscriptBytes }
+// TranscriptBytes is the conversation transcript's byte bound under limits:
+// limits.maxTranscriptBytes, or its default.
+func TranscriptBytes(l flowv1.Limits) int {
+	if l.MaxTranscriptBytes != nil {
+		return int(*l.MaxTranscriptBytes)
+	}
+	return engine.DefaultMaxTranscriptBytes
+}
 
 // ContextBytes is limits.maxContextBytes, or its default.
 func ContextBytes(l flowv1.Limits) int {
