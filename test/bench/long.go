@@ -90,6 +90,14 @@ func runLong(ctx context.Context, opts *options, sessions, messages int) (*longR
 	}
 	mgr.Start()
 	defer func() { _ = mgr.Stop() }()
+	tr := newTracker()
+	inf, err := mgr.GetCache().GetInformer(ctx, &flowv1.Session{})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := inf.AddEventHandler(tr.handler()); err != nil {
+		return nil, err
+	}
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		return nil, fmt.Errorf("cache did not sync")
 	}
@@ -102,7 +110,7 @@ func runLong(ctx context.Context, opts *options, sessions, messages int) (*longR
 	for _, cp := range longCheckpoints(messages) {
 		// Unmeasured turns up to the window, then the measured ones.
 		from := max(done+1, cp-max(opts.longWindow, 1)+1)
-		if _, err := longTurns(ctx, c, mgr.GetCache(), names, done+1, from-1, opts.timeout); err != nil {
+		if _, err := longTurns(ctx, c, tr, names, done+1, from-1, opts.timeout); err != nil {
 			return nil, err
 		}
 		stop, err := profileLong(ctx, opts, env, sessions, cp)
@@ -110,7 +118,7 @@ func runLong(ctx context.Context, opts *options, sessions, messages int) (*longR
 			return nil, err
 		}
 		cpu0 := readCPU()
-		lat, err := longTurns(ctx, c, mgr.GetCache(), names, from, cp, opts.timeout)
+		lat, err := longTurns(ctx, c, tr, names, from, cp, opts.timeout)
 		cpu := readCPU().sub(cpu0)
 		stop()
 		if err != nil {
@@ -187,8 +195,8 @@ func createChats(ctx context.Context, c client.Client, n, messages int) ([]strin
 }
 
 // longTurns has every Session take messages from..to, one at a time, each waiting for
-// its reply (seen in the manager's cache), and returns the turn latencies.
-func longTurns(ctx context.Context, c client.Client, cache client.Reader, names []string, from, to int, timeout time.Duration) ([]time.Duration, error) {
+// its reply (seen by the manager's informer), and returns the turn latencies.
+func longTurns(ctx context.Context, c client.Client, tr *tracker, names []string, from, to int, timeout time.Duration) ([]time.Duration, error) {
 	if from > to {
 		return nil, nil
 	}
@@ -206,21 +214,13 @@ func longTurns(ctx context.Context, c client.Client, cache client.Reader, names 
 					errs <- fmt.Errorf("%s message %d: %w", name, i, err)
 					return
 				}
-				if err := testenv.Poll(timeout, func() error {
-					var s flowv1.Session
-					if err := cache.Get(ctx, key, &s); err != nil {
-						return err
-					}
-					if s.Status.ProcessedMessages < int32(i) || s.Status.Phase != flowv1.PhaseWaitingForInput {
-						return fmt.Errorf("%s: processed %d of %d", name, s.Status.ProcessedMessages, i)
-					}
-					return nil
-				}); err != nil {
+				end, err := tr.waitIdle(name, i, timeout)
+				if err != nil {
 					errs <- err
 					return
 				}
 				mu.Lock()
-				lat = append(lat, time.Since(start))
+				lat = append(lat, end.Sub(start))
 				mu.Unlock()
 			}
 		})

@@ -18,6 +18,7 @@ import (
 // Session and the time each message was sent and processed.
 type tracker struct {
 	mu       sync.Mutex
+	changed  *sync.Cond // broadcast on every observation, for waitIdle
 	sessions map[string]*tracked
 }
 
@@ -28,9 +29,16 @@ type tracked struct {
 	processed int32
 	sent      []time.Time // by message index
 	done      []time.Time // by message index: when processedMessages first covered it
+	// idle is, by message index, when the Session was first seen waiting for input
+	// with the message processed: the end of its turn.
+	idle []time.Time
 }
 
-func newTracker() *tracker { return &tracker{sessions: map[string]*tracked{}} }
+func newTracker() *tracker {
+	t := &tracker{sessions: map[string]*tracked{}}
+	t.changed = sync.NewCond(&t.mu)
+	return t
+}
 
 // handler is the informer event handler.
 func (t *tracker) handler() toolscache.ResourceEventHandler {
@@ -70,6 +78,42 @@ func (t *tracker) observe(o any) {
 	}
 	if s.Status.ProcessedMessages > tr.processed {
 		tr.processed = s.Status.ProcessedMessages
+	}
+	if s.Status.Phase == flowv1.PhaseWaitingForInput {
+		for i := len(tr.idle); i < int(s.Status.ProcessedMessages); i++ {
+			tr.idle = append(tr.idle, now)
+		}
+	}
+	t.changed.Broadcast()
+}
+
+// waitIdle waits until session name has processed n messages and waits for input
+// again, and returns when the informer first saw it so: the time is taken as the
+// event arrives, so a turn's latency is not rounded up to a polling interval.
+func (t *tracker) waitIdle(name string, n int, timeout time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	wake := time.AfterFunc(timeout, func() {
+		t.mu.Lock()
+		t.changed.Broadcast()
+		t.mu.Unlock()
+	})
+	defer wake.Stop()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for {
+		tr := t.sessions[name]
+		if tr != nil && len(tr.idle) >= n {
+			return tr.idle[n-1], nil
+		}
+		if time.Now().After(deadline) {
+			var processed int32
+			var phase flowv1.Phase
+			if tr != nil {
+				processed, phase = tr.processed, tr.phase
+			}
+			return time.Time{}, fmt.Errorf("%s: processed %d of %d messages, phase %q, after %s", name, processed, n, phase, timeout)
+		}
+		t.changed.Wait()
 	}
 }
 
