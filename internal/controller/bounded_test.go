@@ -240,3 +240,36 @@ func sendCompacting(ctx context.Context, key client.ObjectKey, msgs []flowv1.Mes
 		return k8sClient.Patch(ctx, s, client.RawPatch(types.JSONPatchType, patch))
 	})
 }
+
+// A conversation of 300 messages of 8,000 characters through kubectl journey say, one
+// at a time: before Sessions were bounded, say failed at message 136 with
+// "etcdserver: request is too large". Every say must succeed, every message be
+// answered, and the Session stay under its bound.
+func TestBigMessagesNeverMeetEtcd(t *testing.T) {
+	const total = 300
+	ns := newNamespace(t)
+	startManager(t, ns, Options{})
+	j := chatJourney(t, ns, total+10)
+	create(t, sessionOf(ns, "big", "chat"))
+	ctx := context.Background()
+	key := types.NamespacedName{Namespace: ns, Name: "big"}
+	bound := session.MaxObjectBytes(j.Spec.Limits)
+	largest := 0
+	for i := 1; i <= total; i++ {
+		text := fmt.Sprintf("%d %s", i, strings.Repeat("z", 8000))
+		if _, _, err := plugin.SendMessage(ctx, k8sClient, key, fmt.Sprintf("m-%d", i), text); err != nil {
+			t.Fatalf("say %d: %v", i, err)
+		}
+		s := waitProcessed(t, ns, "big", int32(i))
+		if s.Status.Turns != int32(i) || s.Status.LastTurn == nil || s.Status.LastTurn.MessageID != fmt.Sprintf("m-%d", i) {
+			t.Fatalf("after message %d: %d turns, last turn %+v", i, s.Status.Turns, s.Status.LastTurn)
+		}
+		if i%25 == 0 {
+			largest = max(largest, storedBytes(t, ns, "big"))
+		}
+	}
+	if largest > bound {
+		t.Errorf("the Session took %d bytes, over its bound %d", largest, bound)
+	}
+	t.Logf("largest %d bytes (bound %d)", largest, bound)
+}
