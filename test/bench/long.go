@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -152,17 +150,13 @@ func profileLong(ctx context.Context, opts *options, env *testenv.Environment, s
 	if opts.cpuProfile == "" {
 		return waitAPI, nil
 	}
-	f, err := os.Create(opts.cpuProfile + "-" + name)
+	stop, err := startCPUProfile(opts.cpuProfile + "-" + name)
 	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
+		waitAPI()
 		return nil, err
 	}
 	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
+		stop()
 		waitAPI()
 	}, nil
 }

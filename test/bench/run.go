@@ -391,7 +391,13 @@ func startProfile(path string, n int, mode controller.AdvanceMode) (func(), erro
 	if path == "" {
 		return func() {}, nil
 	}
-	f, err := os.Create(fmt.Sprintf("%s-%d-%s", path, n, mode))
+	return startCPUProfile(fmt.Sprintf("%s-%d-%s", path, n, mode))
+}
+
+// startCPUProfile starts a CPU profile of this process (the manager and the harness)
+// to file; the returned function stops it.
+func startCPUProfile(file string) (func(), error) {
+	f, err := os.Create(file)
 	if err != nil {
 		return nil, err
 	}
