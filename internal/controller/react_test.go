@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
@@ -409,11 +408,7 @@ func TestReActApproval(t *testing.T) {
 		t.Fatalf("book_slot called %d times before any approval", c.Calls("book_slot"))
 	}
 	answer := func(name, id string, ok bool) {
-		s := get(t, ns, name, &flowv1.Session{})
-		s.Spec.Approvals = append(s.Spec.Approvals, flowv1.Approval{DecisionID: id, Approve: ptr.To(ok), By: "alice", Reason: "not this week"})
-		if err := k8sClient.Update(context.Background(), s); err != nil {
-			t.Fatal(err)
-		}
+		approve(t, ns, name, flowv1.Approval{DecisionID: id, Approve: ptr.To(ok), By: "alice", Reason: "not this week"})
 	}
 	answer("no", no, false)
 	s := finished(t, ns, "no")

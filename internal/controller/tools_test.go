@@ -169,11 +169,7 @@ func TestDestructiveToolWaitsForApproval(t *testing.T) {
 		t.Fatalf("book_slot called %d times before any approval", c.Calls("book_slot"))
 	}
 	answer := func(name, id string, ok bool) {
-		s := get(t, ns, name, &flowv1.Session{})
-		s.Spec.Approvals = append(s.Spec.Approvals, flowv1.Approval{DecisionID: id, Approve: ptr.To(ok), By: "alice", Reason: "checked"})
-		if err := k8sClient.Update(context.Background(), s); err != nil {
-			t.Fatal(err)
-		}
+		approve(t, ns, name, flowv1.Approval{DecisionID: id, Approve: ptr.To(ok), By: "alice", Reason: "checked"})
 	}
 	answer("no", no, false)
 	eventually(t, 30*time.Second, func() error {

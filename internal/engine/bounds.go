@@ -20,9 +20,10 @@ const (
 // of a conversation, not copies of the context.
 func ContextHistoryBytes(contextBytes int) int { return contextBytes / 4 }
 
-// historyEntryBytes is what a history entry costs in status, with its separator.
-func historyEntryBytes(h *flowv1.HistoryEntry) int {
-	b, err := json.Marshal(h)
+// StoredBytes is what v costs as an entry of a status list: its JSON and a separator.
+// The byte bounds of history, journal and transcript count their entries with it.
+func StoredBytes(v any) int {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return 0
 	}
@@ -34,7 +35,7 @@ func historyEntryBytes(h *flowv1.HistoryEntry) int {
 func trimHistory(history []flowv1.HistoryEntry, count int) []flowv1.HistoryEntry {
 	total, keep := 2, 0 // the brackets
 	for i := len(history) - 1; i >= 0 && keep < count; i-- {
-		n := historyEntryBytes(&history[i])
+		n := StoredBytes(&history[i])
 		if keep > 0 && total+n > MaxHistoryBytes {
 			break
 		}

@@ -97,8 +97,8 @@ func TestExchangeToolCalls(t *testing.T) {
 	}
 	// The bound of the transcript counts the calls as stored.
 	ex := flowv1.Exchange{ToolCalls: got}
-	if b, _ := json.Marshal(got); exchangeBytes(&ex) <= len(b) || len(b) < size {
-		t.Errorf("exchange bytes %d, calls %d bytes stored, %d bytes of previews", exchangeBytes(&ex), len(b), size)
+	if b, _ := json.Marshal(got); StoredBytes(&ex) <= len(b) || len(b) < size {
+		t.Errorf("exchange bytes %d, calls %d bytes stored, %d bytes of previews", StoredBytes(&ex), len(b), size)
 	}
 }
 

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -68,11 +67,11 @@ func (r *run) recordExchange() {
 	st.Transcript = append(st.Transcript, ex)
 	total := 2 // the brackets
 	for i := range st.Transcript {
-		total += exchangeBytes(&st.Transcript[i])
+		total += StoredBytes(&st.Transcript[i])
 	}
 	drop := 0
 	for drop < len(st.Transcript) && (total > r.snap.lim.transcriptBytes || len(st.Transcript)-drop > MaxTranscriptExchanges) {
-		total -= exchangeBytes(&st.Transcript[drop])
+		total -= StoredBytes(&st.Transcript[drop])
 		drop++
 	}
 	if drop > 0 {
@@ -128,15 +127,6 @@ func preview(s string, n int) string {
 
 func toolCallBytes(e flowv1.ExchangeToolCall) int {
 	return len(e.Tool) + len(e.Args) + len(e.Result) + len(e.State)
-}
-
-// exchangeBytes is what an exchange costs in status, with its separator.
-func exchangeBytes(e *flowv1.Exchange) int {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return 0
-	}
-	return len(b) + 1
 }
 
 // history is the transcript as alternating user and assistant lines, oldest first;

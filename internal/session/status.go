@@ -1,13 +1,13 @@
 package session
 
 import (
-	"encoding/json"
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/engine"
 )
 
 // DefaultMaxJournal is how many agent answers status.journal keeps by default.
@@ -24,7 +24,7 @@ func AppendJournal(status *flowv1.SessionStatus, rec *flowv1.EffectRecord, limit
 	status.Journal = append(status.Journal, *rec.DeepCopy())
 	total, keep := 2, 0
 	for i := len(status.Journal) - 1; i >= 0 && keep < n; i-- {
-		b := recordBytes(&status.Journal[i])
+		b := engine.StoredBytes(&status.Journal[i])
 		if keep > 0 && total+b > MaxJournalBytes {
 			break
 		}
@@ -35,15 +35,6 @@ func AppendJournal(status *flowv1.SessionStatus, rec *flowv1.EffectRecord, limit
 		status.Journal = append([]flowv1.EffectRecord(nil), status.Journal[over:]...)
 		status.JournalDropped += int32(over)
 	}
-}
-
-// recordBytes is what a journal entry costs in status, with its separator.
-func recordBytes(rec *flowv1.EffectRecord) int {
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return 0
-	}
-	return len(b) + 1
 }
 
 // SetCondition sets a Session condition at now, its message capped for status.
