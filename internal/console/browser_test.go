@@ -127,13 +127,25 @@ func waitFor(t *testing.T, ctx context.Context, what, js string) {
 			return
 		}
 		// A form submission navigates; poll again in the new page.
-		if strings.Contains(err.Error(), "navigated or closed") && time.Now().Before(deadline) {
+		if navigating(err) && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
 		body := eval[string](t, ctx, "document.body ? document.body.innerText : ''")
 		t.Fatalf("%s: %v\npage text:\n%s", what, err, body)
 	}
+}
+
+// navigating tells whether err comes from a page that navigated while the browser ran
+// JavaScript in it: the old page's execution context is gone, and Chromium reports that
+// in several words depending on when the navigation came.
+func navigating(err error) bool {
+	for _, s := range []string{"navigated or closed", "Cannot find context with specified id", "Execution context was destroyed"} {
+		if strings.Contains(err.Error(), s) {
+			return true
+		}
+	}
+	return false
 }
 
 func awaiting(s *flowv1.Session) bool {
