@@ -5,13 +5,13 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/testenv"
 	"github.com/journeyops/journey-operator/internal/tools/clinic"
 )
 
@@ -19,31 +19,9 @@ import (
 // first free slot through the clinic MCP server at url; booking needs an approval.
 func (c *cluster) clinicJourney(t *testing.T, ns, url string) {
 	t.Helper()
-	p := &flowv1.Pathway{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "book"},
-		Spec: flowv1.PathwaySpec{
-			Tools: []flowv1.ToolName{"find_doctors", "book_slot"},
-			Builtin: &flowv1.BuiltinPathway{
-				ToolCalls: []flowv1.BuiltinToolCall{
-					{Tool: "find_doctors", Args: "{'specialty': 'cardiology'}"},
-					{Tool: "book_slot", Args: "{'doctor_id': tools.find_doctors.doctors[0].id, 'slot': tools.find_doctors.doctors[0].slots[0]}"},
-				},
-				Reply: "Booked {{ .tools.book_slot.booking_id }} at {{ .tools.book_slot.slot }}",
-			},
-		},
-	}
-	j := &flowv1.Journey{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "clinic"},
-		Spec: flowv1.JourneySpec{
-			EntryPathway: "book",
-			Pathways:     []flowv1.PathwayEntry{{Name: "book", PathwayRef: "book"}},
-			ToolServers:  []flowv1.ToolServer{{Name: "clinic", URL: url, Timeout: &metav1.Duration{Duration: 20 * time.Second}}},
-			Tools: []flowv1.Tool{
-				{Name: "find_doctors", Server: "clinic", Approval: flowv1.ToolApprovalNever},
-				{Name: "book_slot", Server: "clinic", Approval: flowv1.ToolApprovalAlways},
-			},
-		},
-	}
+	p, j := testenv.ClinicBooking(ns, url)
+	p.Spec.RunOn = ""
+	j.Spec.Tools[1].Approval = flowv1.ToolApprovalAlways
 	s := &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "heart"}, Spec: flowv1.SessionSpec{
 		JourneyRef: flowv1.JourneyReference{Name: "clinic"},
 		Messages:   []flowv1.Message{{ID: "m1", Text: "I need a heart check."}},

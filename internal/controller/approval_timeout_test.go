@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/testenv"
 	"github.com/journeyops/journey-operator/internal/tools/clinic"
 )
 
@@ -122,7 +123,7 @@ func TestToolApprovalTimesOut(t *testing.T) {
 	srv := httptest.NewServer(c.Handler())
 	defer srv.Close()
 	startManager(t, ns, Options{})
-	j, p := clinicJourney(ns, srv.URL)
+	p, j := testenv.ClinicBooking(ns, srv.URL)
 	j.Spec.Tools[1].Approval = flowv1.ToolApprovalAlways
 	j.Spec.Tools[1].ApprovalTimeout = &flowv1.ApprovalTimeout{Timeout: metav1.Duration{Duration: 2 * time.Second}, OnTimeout: flowv1.ApprovalTimeoutReject}
 	create(t, p, j)

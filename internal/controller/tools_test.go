@@ -15,36 +15,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/testenv"
 	"github.com/journeyops/journey-operator/internal/tools/clinic"
 )
-
-// clinicJourney is a one-pathway journey that finds a cardiologist and books the first
-// free slot through the clinic MCP server at url.
-func clinicJourney(ns, url string) (*flowv1.Journey, *flowv1.Pathway) {
-	p := &flowv1.Pathway{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "book"},
-		Spec: flowv1.PathwaySpec{
-			RunOn: flowv1.RunOnEntry,
-			Tools: []flowv1.ToolName{"find_doctors", "book_slot"},
-			Builtin: &flowv1.BuiltinPathway{
-				ToolCalls: []flowv1.BuiltinToolCall{
-					{Tool: "find_doctors", Args: "{'specialty': 'cardiology'}"},
-					{Tool: "book_slot", Args: "{'doctor_id': tools.find_doctors.doctors[0].id, 'slot': tools.find_doctors.doctors[0].slots[0]}"},
-				},
-				Outputs: []flowv1.BuiltinOutput{{Name: "booking", Expression: "tools.book_slot"}},
-				Reply:   "Booked {{ .tools.book_slot.booking_id }} at {{ .tools.book_slot.slot }}",
-			},
-			Accumulate: []string{"booking"},
-		},
-	}
-	j := journeyOf(ns, "clinic", p)
-	j.Spec.ToolServers = []flowv1.ToolServer{{Name: "clinic", URL: url, Timeout: &metav1.Duration{Duration: 20 * time.Second}}}
-	j.Spec.Tools = []flowv1.Tool{
-		{Name: "find_doctors", Server: "clinic", Approval: flowv1.ToolApprovalNever},
-		{Name: "book_slot", Server: "clinic", Approval: flowv1.ToolApprovalNever},
-	}
-	return j, p
-}
 
 // TestToolCallExactlyOnceAcrossRestart: the clinic holds the first response of
 // book_slot while the manager is stopped; a new manager delivers the call again with
@@ -54,7 +27,7 @@ func TestToolCallExactlyOnceAcrossRestart(t *testing.T) {
 	c, srv, held := holdingClinic(t)
 
 	first := env.StartManager(t, managerOptions(ns, Options{}))
-	j, p := clinicJourney(ns, srv.URL)
+	p, j := testenv.ClinicBooking(ns, srv.URL)
 	create(t, p, j, sessionOf(ns, "s1", "clinic"))
 
 	var key string
@@ -106,7 +79,7 @@ func TestJourneyDiscoversTools(t *testing.T) {
 	srv := httptest.NewServer(clinic.New().Handler())
 	defer srv.Close()
 	startManager(t, ns, Options{})
-	j, p := clinicJourney(ns, srv.URL)
+	p, j := testenv.ClinicBooking(ns, srv.URL)
 	j.Spec.Tools = append(j.Spec.Tools, flowv1.Tool{Name: "cancel", Server: "clinic", ServerTool: "cancel_booking"})
 	create(t, p, j)
 	eventually(t, 30*time.Second, func() error {
@@ -137,7 +110,7 @@ func TestDestructiveToolWaitsForApproval(t *testing.T) {
 	srv := httptest.NewServer(c.Handler())
 	defer srv.Close()
 	startManager(t, ns, Options{})
-	j, p := clinicJourney(ns, srv.URL)
+	p, j := testenv.ClinicBooking(ns, srv.URL)
 	j.Spec.Tools[1].Approval = "" // the default, IfDestructive
 	create(t, p, j)
 	eventually(t, 30*time.Second, func() error {

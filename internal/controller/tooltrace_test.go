@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/testenv"
 	"github.com/journeyops/journey-operator/internal/tools/clinic"
 	"github.com/journeyops/journey-operator/internal/tracing"
 )
@@ -37,7 +38,7 @@ func TestToolCallsTraced(t *testing.T) {
 	defer srv.Close()
 	rec := tracetest.NewSpanRecorder()
 	startManager(t, ns, Options{Tracing: tracing.NewWithProcessor(rec, false)})
-	j, p := clinicJourney(ns, srv.URL)
+	p, j := testenv.ClinicBooking(ns, srv.URL)
 	create(t, p, j, sessionOf(ns, "traced", "clinic"))
 	var s *flowv1.Session
 	eventually(t, 60*time.Second, func() error {

@@ -5,7 +5,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -17,39 +16,6 @@ import (
 	"github.com/journeyops/journey-operator/internal/testenv"
 	"github.com/journeyops/journey-operator/internal/tools/clinic"
 )
-
-// clinicObjects is a journey that finds a doctor of the message's specialty and books
-// the first free slot through the clinic MCP server at url; booking needs an approval.
-func clinicObjects(ns, url string) (*flowv1.Pathway, *flowv1.Journey) {
-	p := &flowv1.Pathway{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "book"},
-		Spec: flowv1.PathwaySpec{
-			Tools: []flowv1.ToolName{"find_doctors", "book_slot"},
-			Builtin: &flowv1.BuiltinPathway{
-				ToolCalls: []flowv1.BuiltinToolCall{
-					{Tool: "find_doctors", Args: "{'specialty': message.contains('heart') ? 'cardiology' : 'general'}"},
-					{Tool: "book_slot", Args: "{'doctor_id': tools.find_doctors.doctors[0].id, 'slot': tools.find_doctors.doctors[0].slots[0]}"},
-				},
-				Outputs: []flowv1.BuiltinOutput{{Name: "booking", Expression: "tools.book_slot"}},
-				Reply:   "Booked {{ .tools.book_slot.booking_id }} at {{ .tools.book_slot.slot }}",
-			},
-			Accumulate: []string{"booking"},
-		},
-	}
-	j := &flowv1.Journey{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "clinic"},
-		Spec: flowv1.JourneySpec{
-			EntryPathway: "book",
-			Pathways:     []flowv1.PathwayEntry{{Name: "book", PathwayRef: "book"}},
-			ToolServers:  []flowv1.ToolServer{{Name: "clinic", URL: url, Timeout: &metav1.Duration{Duration: 20 * time.Second}}},
-			Tools: []flowv1.Tool{
-				{Name: "find_doctors", Server: "clinic", Approval: flowv1.ToolApprovalNever},
-				{Name: "book_slot", Server: "clinic", Approval: flowv1.ToolApprovalAlways},
-			},
-		},
-	}
-	return p, j
-}
 
 // TestRecordAndReplayServerTools: a Session calls the clinic MCP server through the
 // controller (a read, then an approved booking); with the server stopped, the Session
@@ -71,7 +37,11 @@ func TestRecordAndReplayServerTools(t *testing.T) {
 	srv := httptest.NewServer(cl.Handler())
 	defer srv.Close()
 
-	p, j := clinicObjects(ns, srv.URL+"/mcp")
+	// The booking waits for a message, finds a doctor of its specialty, and needs an approval.
+	p, j := testenv.ClinicBooking(ns, srv.URL+"/mcp")
+	p.Spec.RunOn = ""
+	p.Spec.Builtin.ToolCalls[0].Args = "{'specialty': message.contains('heart') ? 'cardiology' : 'general'}"
+	j.Spec.Tools[1].Approval = flowv1.ToolApprovalAlways
 	for _, o := range []client.Object{p, j} {
 		if err := k.Create(ctx, o); err != nil {
 			t.Fatal(err)

@@ -34,28 +34,11 @@ func TestToolCallBudgetStallAndOverride(t *testing.T) {
 		Namespaces: []string{ns},
 		Setup:      func(mgr ctrl.Manager) error { return controller.Setup(mgr, controller.Options{}) },
 	})
+	p, j := testenv.ClinicBooking(ns, srv.URL)
+	p.Spec.Builtin.Reply = "Booked {{ .tools.book_slot.booking_id }}"
+	j.Spec.Limits = flowv1.Limits{Budget: &flowv1.Budget{MaxToolCalls: 1}}
 	objs := []client.Object{
-		&flowv1.Pathway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "book"}, Spec: flowv1.PathwaySpec{
-			RunOn: flowv1.RunOnEntry,
-			Tools: []flowv1.ToolName{"find_doctors", "book_slot"},
-			Builtin: &flowv1.BuiltinPathway{
-				ToolCalls: []flowv1.BuiltinToolCall{
-					{Tool: "find_doctors", Args: "{'specialty': 'cardiology'}"},
-					{Tool: "book_slot", Args: "{'doctor_id': tools.find_doctors.doctors[0].id, 'slot': tools.find_doctors.doctors[0].slots[0]}"},
-				},
-				Reply: "Booked {{ .tools.book_slot.booking_id }}",
-			},
-		}},
-		&flowv1.Journey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "clinic"}, Spec: flowv1.JourneySpec{
-			EntryPathway: "book",
-			Pathways:     []flowv1.PathwayEntry{{Name: "book", PathwayRef: "book"}},
-			ToolServers:  []flowv1.ToolServer{{Name: "clinic", URL: srv.URL, Timeout: &metav1.Duration{Duration: 20 * time.Second}}},
-			Tools: []flowv1.Tool{
-				{Name: "find_doctors", Server: "clinic", Approval: flowv1.ToolApprovalNever},
-				{Name: "book_slot", Server: "clinic", Approval: flowv1.ToolApprovalNever},
-			},
-			Limits: flowv1.Limits{Budget: &flowv1.Budget{MaxToolCalls: 1}},
-		}},
+		p, j,
 		&flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "patient"}, Spec: flowv1.SessionSpec{
 			JourneyRef: flowv1.JourneyReference{Name: "clinic"},
 		}},
