@@ -7,9 +7,11 @@ import (
 	"sync"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/journeytest"
 	"github.com/journeyops/journey-operator/internal/testenv"
 	"github.com/journeyops/journey-operator/internal/tools/clinic"
 )
@@ -90,5 +92,32 @@ func TestReActSequentialPipeline(t *testing.T) {
 	}
 	if c.Calls("find_doctors") != 1 || c.Calls("book_slot") != 1 || c.Bookings() != 1 {
 		t.Errorf("clinic calls find %d book %d, bookings %d", c.Calls("find_doctors"), c.Calls("book_slot"), c.Bookings())
+	}
+
+	// With the model and the clinic gone, the Session replays from its journal: both
+	// agents' answers and both tool results, without divergence and without a call.
+	model.Close()
+	srv.Close()
+	l, err := journeytest.Fetch(t.Context(), k8sClient, types.NamespacedName{Namespace: ns, Name: "pipe"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := journeytest.Replay(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Step != 0 || rep.Incomplete != nil {
+		var out strings.Builder
+		rep.Print(&out)
+		t.Fatalf("replay of the pipeline:\n%s", out.String())
+	}
+	got := rep.Result.Status.LastTurn
+	if got == nil || got.AssistantText != lt.AssistantText || len(got.ToolCalls) != 2 ||
+		got.ToolCalls[0].Tool != "find_doctors" || got.ToolCalls[1].Tool != "book_slot" || got.ToolCalls[1].State != flowv1.ToolCallDone {
+		t.Fatalf("the replayed last turn %+v; the Session's %+v", got, lt)
+	}
+	if c.Calls("find_doctors") != 1 || c.Calls("book_slot") != 1 || len(asked["triage"]) != 2 || len(asked["booker"]) != 2 {
+		t.Errorf("the replay called the clinic or the model: find %d book %d, triage %d, booker %d",
+			c.Calls("find_doctors"), c.Calls("book_slot"), len(asked["triage"]), len(asked["booker"]))
 	}
 }
