@@ -10,6 +10,7 @@
 package servingcert
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +42,10 @@ type Options struct {
 	// MutatingWebhook and ValidatingWebhook are the webhook configurations that get
 	// the CA in every webhook's clientConfig.caBundle.
 	MutatingWebhook, ValidatingWebhook string
+	// Name names the rotation's controller in logs and metrics; empty means
+	// webhook-serving-cert. Controller names are unique in a process, so two
+	// Provisioners in one process need two names.
+	Name string
 }
 
 func (o Options) validate() error {
@@ -96,7 +101,7 @@ func (p *Provisioner) Add(mgr manager.Manager) error {
 			{Name: o.ValidatingWebhook, Type: rotator.Validating},
 		},
 		FieldOwner:     "journey-operator",
-		ControllerName: "webhook-serving-cert",
+		ControllerName: cmp.Or(o.Name, "webhook-serving-cert"),
 	})
 	if err != nil {
 		return fmt.Errorf("serving certificate rotator: %w", err)
