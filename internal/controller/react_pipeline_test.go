@@ -66,7 +66,12 @@ func TestReActSequentialPipeline(t *testing.T) {
 		p.Spec.Agents = []flowv1.Name{"triage", "gpt"}
 		p.Spec.Signature.Outputs = append(p.Spec.Signature.Outputs, flowv1.SignatureField{Name: "doctor_id", Type: "string"})
 	})
-	talk(t, ns, "pipe")
+	// Created with its message, as kubectl create would: the controller takes the
+	// message in the Session's first step, while a replay takes it after the creation,
+	// so the replay numbers the steps, and the tool calls, otherwise.
+	pipe := sessionOf(ns, "pipe", "react")
+	pipe.Spec.Messages = []flowv1.Message{{ID: "m1", Text: "Please book me a cardiologist."}}
+	create(t, pipe)
 	s := finished(t, ns, "pipe")
 
 	lt := s.Status.LastTurn
@@ -95,7 +100,8 @@ func TestReActSequentialPipeline(t *testing.T) {
 	}
 
 	// With the model and the clinic gone, the Session replays from its journal: both
-	// agents' answers and both tool results, without divergence and without a call.
+	// agents' answers and both tool results, without divergence and without a call,
+	// although the replay names the tool calls the agents were told of otherwise.
 	model.Close()
 	srv.Close()
 	l, err := journeytest.Fetch(t.Context(), k8sClient, types.NamespacedName{Namespace: ns, Name: "pipe"})
@@ -116,8 +122,28 @@ func TestReActSequentialPipeline(t *testing.T) {
 		got.ToolCalls[0].Tool != "find_doctors" || got.ToolCalls[1].Tool != "book_slot" || got.ToolCalls[1].State != flowv1.ToolCallDone {
 		t.Fatalf("the replayed last turn %+v; the Session's %+v", got, lt)
 	}
+	// The test recorded from it (kubectl journey record) passes offline too.
+	rc, notes, err := journeytest.Record(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := journeytest.Marshal(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := journeytest.Parse(raw)
+	if err == nil {
+		back.Name = rc.Name
+		err = back.Resolve()
+	}
+	if err != nil {
+		t.Fatalf("%v\n%s", err, raw)
+	}
+	if r := journeytest.Run(back); len(notes) > 0 || r.Failed() {
+		t.Fatalf("the recorded test: notes %q, %s\n%s", notes, r.Error(), raw)
+	}
 	if c.Calls("find_doctors") != 1 || c.Calls("book_slot") != 1 || len(asked["triage"]) != 2 || len(asked["booker"]) != 2 {
-		t.Errorf("the replay called the clinic or the model: find %d book %d, triage %d, booker %d",
+		t.Errorf("the replay or the recorded test called the clinic or the model: find %d book %d, triage %d, booker %d",
 			c.Calls("find_doctors"), c.Calls("book_slot"), len(asked["triage"]), len(asked["booker"]))
 	}
 }

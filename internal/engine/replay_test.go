@@ -31,3 +31,32 @@ func TestSameToolCall(t *testing.T) {
 		}
 	}
 }
+
+func TestSameQuestion(t *testing.T) {
+	agents := []flowv1.AgentSpec{{Name: "triage", Provider: flowv1.ProviderOpenAI, Model: "m"}}
+	ask := func(callID, result string) *Effect {
+		return newEffect(flowv1.EffectRunPathway, agents, "", agent.PathwayRequest{Pathway: "book", Message: "a cardiologist, please",
+			ToolExchanges: []agent.ToolExchange{{Round: 1, ID: callID, Tool: "find_doctors", Arguments: `{"specialty":"cardiology"}`, Result: result}}})
+	}
+	rec := ask("t-2-0", `{"doctors":["dr-lee"]}`).Record("uid-1", 3, &agent.PathwayResponse{Reply: "Found dr-lee"}, nil)
+	replayed := ask("t-3-0", `{"doctors":["dr-lee"]}`)
+	if replayed.InputHash == rec.InputHash {
+		t.Fatal("the call's name is not part of the question: nothing to rename")
+	}
+	if !SameQuestion(rec, replayed, map[string]string{"t-3-0": "t-2-0"}) {
+		t.Fatal("the same question under other call names is not recognised")
+	}
+	for name, tc := range map[string]struct {
+		eff *Effect
+		ids map[string]string
+	}{
+		"no names known":     {replayed, nil},
+		"another name":       {replayed, map[string]string{"t-3-0": "t-4-0"}},
+		"another result":     {ask("t-3-0", `{"doctors":[]}`), map[string]string{"t-3-0": "t-2-0"}},
+		"no tool calls told": {newEffect(flowv1.EffectRunPathway, agents, "", agent.PathwayRequest{Pathway: "book"}), map[string]string{"t-3-0": "t-2-0"}},
+	} {
+		if SameQuestion(rec, tc.eff, tc.ids) {
+			t.Errorf("%s: recognised as the same question", name)
+		}
+	}
+}

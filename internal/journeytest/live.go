@@ -66,6 +66,9 @@ type journalAnswers struct {
 	complete bool
 	step     int
 	used     map[int][]flowv1.EffectRecord
+	// ids maps the replay's names of tool calls to the names the Session gave them,
+	// where the two differ.
+	ids map[string]string
 }
 
 func (j *journalAnswers) answer(eff *engine.Effect) (reply, error) {
@@ -84,6 +87,19 @@ func (j *journalAnswers) answer(eff *engine.Effect) (reply, error) {
 			return r, nil
 		}
 	}
+	if len(j.ids) > 0 {
+		// The same question, telling the model of the same tool calls under the
+		// Session's names for them.
+		for i := range j.records {
+			if !j.taken[i] && engine.SameQuestion(&j.records[i], eff, j.ids) {
+				j.taken[i] = true
+				rec := j.records[i].DeepCopy()
+				rec.InputHash = eff.InputHash
+				j.used[j.step] = append(j.used[j.step], *rec)
+				return reply{record: rec}, nil
+			}
+		}
+	}
 	return reply{}, &MissingAnswerError{Step: j.step, Effect: protocol.Describe(eff), Kind: eff.Kind, Journal: true, Complete: j.complete}
 }
 
@@ -98,6 +114,10 @@ func (j *journalAnswers) toolCall(eff *engine.Effect) (reply, bool) {
 			continue
 		}
 		j.taken[i] = true
+		if j.ids == nil {
+			j.ids = map[string]string{}
+		}
+		j.ids[eff.Tool.ID] = r.ToolCall
 		rec := r.DeepCopy()
 		rec.ToolCall, rec.InputHash = eff.Tool.ID, eff.InputHash
 		j.used[j.step] = append(j.used[j.step], *rec)
