@@ -50,7 +50,8 @@ const DefaultMaxConcurrentReconciles = 32
 // call, journals its answer in status and writes status at most once.
 type SessionReconciler struct {
 	client.Client
-	// APIReader reads Secrets without caching them (RBAC: get only).
+	// APIReader reads Secrets without caching them (RBAC: get only), and a Journey
+	// revision the cache has not seen yet.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	// Agents builds the agent that answers for an AgentSpec.

@@ -67,6 +67,11 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 	}
 	snap, err := r.snapshots.Get(ctx, r.Client, s.Namespace, rev)
 	if apierrors.IsNotFound(err) {
+		// The Journey's status can reach the cache before the revision it names: a
+		// live read tells a revision not cached yet from one that is gone.
+		snap, err = r.snapshots.Get(ctx, r.APIReader, s.Namespace, rev)
+	}
+	if apierrors.IsNotFound(err) {
 		msg := fmt.Sprintf("Journey revision %s no longer exists", rev)
 		status := s.Status.DeepCopy()
 		session.Stall(status, flowv1.ReasonRevisionNotFound, msg, now)

@@ -2,15 +2,21 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/revision"
@@ -148,4 +154,68 @@ func TestJourneyWithMissingPathway(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// revisionLag is a cache that has not seen the Journey's revisions yet: the Journey
+// informer delivered the status that names a new revision before the ControllerRevision
+// informer delivered the revision.
+type revisionLag struct{ client.Client }
+
+func (c revisionLag) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*appsv1.ControllerRevision); ok {
+		return apierrors.NewNotFound(appsv1.Resource("controllerrevisions"), key.Name)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// A Session that starts when its Journey's status names a revision the cache has not
+// seen yet starts on it (read live) instead of stalling as if the revision were gone;
+// a revision that is gone still stalls the Session.
+func TestSessionStartsOnARevisionNotCachedYet(t *testing.T) {
+	ns := newNamespace(t)
+	mgr := startManager(t, ns, Options{})
+	pathways := threeStepJourney(ns)
+	for _, p := range pathways {
+		create(t, p)
+	}
+	create(t, journeyOf(ns, "j", pathways...))
+	waitJourneyReady(t, ns, "j")
+	if err := mgr.Stop(); err != nil { // the reconciles below are the test's own
+		t.Fatal(err)
+	}
+	r := &SessionReconciler{Client: revisionLag{k8sClient}, APIReader: k8sClient, Recorder: &events.FakeRecorder{}, Clock: clock.RealClock{}, Agents: DefaultAgents(), snapshots: revision.NewCache(4)}
+	reconcileOnce := func(name string) (*flowv1.Session, error) {
+		t.Helper()
+		_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: clientKey(ns, name)})
+		return get(t, ns, name, &flowv1.Session{}), err
+	}
+
+	create(t, sessionOf(ns, "fresh", "j"))
+	s, err := reconcileOnce("fresh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := apimeta.FindStatusCondition(s.Status.Conditions, flowv1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
+		t.Fatalf("the Session stalled: %+v", c)
+	}
+	if s.Status.JourneyRevision == "" || s.Status.Phase == flowv1.PhasePending || s.Status.Step == 0 {
+		t.Fatalf("the Session did not start: phase %q, revision %q, step %d", s.Status.Phase, s.Status.JourneyRevision, s.Status.Step)
+	}
+
+	// A revision that is gone from the API server too stalls the Session, saying so.
+	j := get(t, ns, "j", &flowv1.Journey{})
+	create(t, sessionOf(ns, "orphan", "j"))
+	orphan := get(t, ns, "orphan", &flowv1.Session{})
+	orphan.Status.JourneyRevision = j.Status.CurrentRevision + "-gone"
+	if err := k8sClient.Status().Update(context.Background(), orphan); err != nil {
+		t.Fatal(err)
+	}
+	orphan, err = reconcileOnce("orphan")
+	if !errors.Is(err, reconcile.TerminalError(nil)) {
+		t.Errorf("reconciling a Session on a revision that is gone: %v; want a terminal error", err)
+	}
+	if c := apimeta.FindStatusCondition(orphan.Status.Conditions, flowv1.ConditionStalled); c == nil || c.Reason != flowv1.ReasonRevisionNotFound ||
+		!strings.Contains(c.Message, "no longer exists") {
+		t.Fatalf("a Session on a revision that is gone: conditions %+v", orphan.Status.Conditions)
+	}
 }
