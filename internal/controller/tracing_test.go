@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -57,6 +59,15 @@ func TestSessionTrace(t *testing.T) {
 	startManager(t, ns, Options{Tracing: tracing.NewWithProcessor(recAfter, false)})
 	send(t, ns, s.Name, "m2", traceM2)
 	got := processed(t, ns, s.Name, 2)
+	// A step's span ends once its status is written: the last one may still be open.
+	eventually(t, 10*time.Second, func() error {
+		for _, sp := range recAfter.Ended() {
+			if strings.HasPrefix(sp.Name(), "step ") && attrsOf(sp)["journey.step"] == strconv.FormatInt(got.Status.Step, 10) {
+				return nil
+			}
+		}
+		return fmt.Errorf("the span of step %d has not ended", got.Status.Step)
+	})
 
 	tc := got.Status.TraceContext
 	if tc == nil || before.Status.TraceContext == nil || *before.Status.TraceContext != *tc {

@@ -100,7 +100,7 @@ func TestShardedManagersRunOnlyTheirSessions(t *testing.T) {
 	completed := func(prefix string) error {
 		for name, s := range sessions() {
 			if strings.HasPrefix(name, prefix) && s.Status.Phase != flowv1.PhaseCompleted {
-				return fmt.Errorf("%s is %q", name, s.Status.Phase)
+				return fmt.Errorf("%s is %q (conditions %+v, writers %v)", name, s.Status.Phase, s.Status.Conditions, statusWriters(s))
 			}
 		}
 		return nil
