@@ -75,51 +75,45 @@ func (j *journalAnswers) answer(eff *engine.Effect) (reply, error) {
 	if j.taken == nil {
 		j.taken = make([]bool, len(j.records))
 	}
-	for i, r := range j.records {
-		if !j.taken[i] && r.Kind == eff.Kind && r.InputHash == eff.InputHash {
-			j.taken[i] = true
-			j.used[j.step] = append(j.used[j.step], r)
-			return reply{record: r.DeepCopy()}, nil
-		}
+	if r, ok := j.take(eff, func(r *flowv1.EffectRecord) bool { return r.Kind == eff.Kind && r.InputHash == eff.InputHash }); ok {
+		return r, nil
 	}
+	// The replay numbers its steps anew, so the ids of its tool calls differ from the
+	// Session's: the same call (same tool and arguments), and a question that tells the
+	// model of the same calls under the Session's names for them, are answered too. No
+	// server is called.
 	if eff.Kind == flowv1.EffectCallTool && eff.Tool != nil {
-		if r, ok := j.toolCall(eff); ok {
+		if r, ok := j.take(eff, func(r *flowv1.EffectRecord) bool { return engine.SameToolCall(r, j.uid, *eff.Tool) }); ok {
 			return r, nil
 		}
 	}
 	if len(j.ids) > 0 {
-		// The same question, telling the model of the same tool calls under the
-		// Session's names for them.
-		for i := range j.records {
-			if !j.taken[i] && engine.SameQuestion(&j.records[i], eff, j.ids) {
-				j.taken[i] = true
-				rec := j.records[i].DeepCopy()
-				rec.InputHash = eff.InputHash
-				j.used[j.step] = append(j.used[j.step], *rec)
-				return reply{record: rec}, nil
-			}
+		if r, ok := j.take(eff, func(r *flowv1.EffectRecord) bool { return engine.SameQuestion(r, eff, j.ids) }); ok {
+			return r, nil
 		}
 	}
 	return reply{}, &MissingAnswerError{Step: j.step, Effect: protocol.Describe(eff), Kind: eff.Kind, Journal: true, Complete: j.complete}
 }
 
-// toolCall answers the tool call eff with the oldest journaled answer to the same call
-// (the same tool and arguments) that the Session numbered otherwise: its record, under
-// the call id and input hash of eff, so the engine applies it to eff's call. No server
-// is called.
-func (j *journalAnswers) toolCall(eff *engine.Effect) (reply, bool) {
+// take answers eff with the oldest record not taken yet that match accepts: a copy
+// under eff's input hash and call id, so the engine applies it to eff, noted as used by
+// this step. A tool call the Session named otherwise is remembered in ids.
+func (j *journalAnswers) take(eff *engine.Effect, match func(*flowv1.EffectRecord) bool) (reply, bool) {
 	for i := range j.records {
 		r := &j.records[i]
-		if j.taken[i] || !engine.SameToolCall(r, j.uid, *eff.Tool) {
+		if j.taken[i] || !match(r) {
 			continue
 		}
 		j.taken[i] = true
-		if j.ids == nil {
-			j.ids = map[string]string{}
-		}
-		j.ids[eff.Tool.ID] = r.ToolCall
 		rec := r.DeepCopy()
-		rec.ToolCall, rec.InputHash = eff.Tool.ID, eff.InputHash
+		rec.InputHash = eff.InputHash
+		if eff.Tool != nil && rec.ToolCall != eff.Tool.ID {
+			if j.ids == nil {
+				j.ids = map[string]string{}
+			}
+			j.ids[eff.Tool.ID] = r.ToolCall
+			rec.ToolCall = eff.Tool.ID
+		}
 		j.used[j.step] = append(j.used[j.step], *rec)
 		return reply{record: rec}, true
 	}
