@@ -3,15 +3,11 @@ package servingcert_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -290,34 +287,24 @@ func served(t *testing.T, env *testenv.Environment) *x509.Certificate {
 	return conn.ConnectionState().PeerCertificates[0]
 }
 
+// maker makes certificates as the manager's rotator does.
+var maker = &rotator.CertRotator{CAName: servingcert.CAName, CAOrganization: "journey-operator", DNSName: "localhost",
+	ExtKeyUsages: &[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+
 // selfSigned is a CA certificate and key (PEM) valid for d from an hour ago.
 func selfSigned(t *testing.T, d time.Duration) (crt, key []byte) {
 	t.Helper()
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	ca, err := maker.CreateCACert(time.Now().Add(-time.Hour), time.Now().Add(d))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		Subject:               pkix.Name{CommonName: servingcert.CAName, Organization: []string{"journey-operator"}},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(d),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment | x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pemOf("CERTIFICATE", der), pemOf("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(k))
+	return ca.CertPEM, ca.KeyPEM
 }
 
 // issue is a serving certificate for localhost and its key (PEM), signed by the CA
 // caCrt and caKey and valid for d from an hour ago.
 func issue(t *testing.T, caCrt, caKey []byte, d time.Duration) (crt, key []byte) {
 	t.Helper()
-	ca := leaf(t, caCrt)
 	kb, _ := pem.Decode(caKey)
 	if kb == nil {
 		t.Fatal("no PEM CA key")
@@ -326,28 +313,11 @@ func issue(t *testing.T, caCrt, caKey []byte, d time.Duration) (crt, key []byte)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	crt, key, err = maker.CreateCertPEM(&rotator.KeyPairArtifacts{Cert: leaf(t, caCrt), Key: signer}, time.Now().Add(-time.Hour), time.Now().Add(d))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: "localhost"},
-		DNSNames:     []string{"localhost"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(d),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pemOf("CERTIFICATE", der), pemOf("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(k))
-}
-
-func pemOf(typ string, der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+	return crt, key
 }
 
 // TestServerWaitsForTheCertificate: the wrapped webhook server neither starts nor
