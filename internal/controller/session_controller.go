@@ -19,7 +19,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/revision"
-	"github.com/journeyops/journey-operator/internal/session"
+	"github.com/journeyops/journey-operator/internal/step"
 	"github.com/journeyops/journey-operator/internal/tools"
 	"github.com/journeyops/journey-operator/internal/tracing"
 )
@@ -57,7 +57,7 @@ type SessionReconciler struct {
 	// Agents builds the agent that answers for an AgentSpec.
 	Agents AgentFactory
 	// Tools makes tool calls; nil means a tools.Caller reading Secrets with APIReader.
-	Tools session.ToolCaller
+	Tools step.ToolCaller
 	Clock clock.PassiveClock
 	// Advance is how Running Sessions get their next step (default watch).
 	Advance AdvanceMode
@@ -100,7 +100,7 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // TTL.
 func (r *SessionReconciler) finished(ctx context.Context, s *flowv1.Session, now time.Time) outcome {
 	status := s.Status.DeepCopy()
-	session.Observe(status, s.Generation)
+	step.Observe(status, s.Generation)
 	if !equality.Semantic.DeepEqual(&s.Status, status) {
 		before := s.DeepCopy()
 		s.Status = *status

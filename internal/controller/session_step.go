@@ -19,7 +19,7 @@ import (
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
 	"github.com/journeyops/journey-operator/internal/engine"
-	"github.com/journeyops/journey-operator/internal/session"
+	"github.com/journeyops/journey-operator/internal/step"
 	"github.com/journeyops/journey-operator/internal/tracing"
 )
 
@@ -30,7 +30,7 @@ import (
 const terminalRetry = 5 * time.Minute
 
 // pureSteps is how many steps that call no agent a reconcile takes after its first
-// one before it writes the status (see session.Loop.PureSteps).
+// one before it writes the status (see step.Loop.PureSteps).
 const pureSteps = 16
 
 // sessionStep is what one reconcile of a Session computed: the status to write, and
@@ -39,7 +39,7 @@ type sessionStep struct {
 	// status is the Session's next status; nil when there is nothing to write.
 	status *flowv1.SessionStatus
 	// step is what the engine step did, "" when none ran.
-	step session.Outcome
+	step step.Outcome
 	// stall, when set, is the reason of a Warning Event, message its note.
 	stall, message string
 	// then is how the reconcile ends when the step did not advance the Session.
@@ -61,7 +61,7 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 		if rev, reason, msg = r.pin(ctx, s); rev == "" {
 			// The Journey watch wakes us when it appears or becomes Ready.
 			status := s.Status.DeepCopy()
-			session.Wait(status, reason, msg, now)
+			step.Wait(status, reason, msg, now)
 			return sessionStep{status: status}
 		}
 	}
@@ -74,29 +74,29 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 	if apierrors.IsNotFound(err) {
 		msg := fmt.Sprintf("Journey revision %s no longer exists", rev)
 		status := s.Status.DeepCopy()
-		session.Stall(status, flowv1.ReasonRevisionNotFound, msg, now)
+		step.Stall(status, flowv1.ReasonRevisionNotFound, msg, now)
 		return sessionStep{status: status, stall: flowv1.ReasonRevisionNotFound, message: msg,
 			then: outcome{kind: terminal, err: errors.New(msg)}}
 	}
 	if err != nil {
 		return sessionStep{then: failed(err)}
 	}
-	loop := session.Loop{Performer: r.performer(s.Namespace, s.Spec.JourneyRef.Name), StallRetry: terminalRetry, PureSteps: pureSteps}
+	loop := step.Loop{Performer: r.performer(s.Namespace, s.Spec.JourneyRef.Name), StallRetry: terminalRetry, PureSteps: pureSteps}
 	ctx, tr := r.Tracing.Begin(ctx, s)
-	res, err := loop.Step(ctx, snap, session.Input{Generation: s.Generation, Input: engine.Input{
+	res, err := loop.Step(ctx, snap, step.Input{Generation: s.Generation, Input: engine.Input{
 		Spec: &s.Spec, Status: &s.Status, Now: now,
 		SessionName: s.Name, SessionUID: string(s.UID), CreationTime: s.CreationTimestamp.Time,
 	}})
 	if err != nil {
 		return sessionStep{then: failed(err)}
 	}
-	tr.Result(res.Status, res.Outcome != session.Unchanged, string(res.Outcome), effectKind(res.Effect), res.Err)
+	tr.Result(res.Status, res.Outcome != step.Unchanged, string(res.Outcome), effectKind(res.Effect), res.Err)
 	st := sessionStep{status: res.Status, step: res.Outcome, trace: tr, deadline: snap.NextDeadline(&s.Spec, res.Status, s.CreationTimestamp.Time)}
 	switch res.Outcome {
-	case session.AgentRetry:
+	case step.AgentRetry:
 		// Nothing is journaled: the next attempt repeats the same step.
 		st.then = failed(res.Err)
-	case session.AgentStalled:
+	case step.AgentStalled:
 		st.stall, st.message = res.Reason, res.Message
 		st.then = outcome{kind: requeue, after: terminalRetry}
 	}
@@ -107,7 +107,7 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 // its Events, and says how the reconcile ends.
 func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st sessionStep, now time.Time) outcome {
 	journey := s.Spec.JourneyRef.Name
-	if st.step == session.AgentRetry || st.step == session.AgentStalled {
+	if st.step == step.AgentRetry || st.step == step.AgentStalled {
 		stepsTotal.WithLabelValues(journey, "error").Inc()
 	}
 	if st.stall != "" {
@@ -120,7 +120,7 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 		// Stalled or suspended before its first step: still Pending, never blank.
 		st.status.Phase = flowv1.PhasePending
 	}
-	session.Observe(st.status, s.Generation)
+	step.Observe(st.status, s.Generation)
 	old, before := s.Status.DeepCopy(), s.DeepCopy()
 	s.Status = *st.status
 	if out, ok := writeStatus(ctx, r.Client, before, s, equality.Semantic.DeepEqual(old, st.status)); !ok {
@@ -129,12 +129,12 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 	}
 	st.trace.End()
 	switch st.step {
-	case session.Unchanged:
+	case step.Unchanged:
 		stepsTotal.WithLabelValues(journey, "unchanged").Inc()
 		return atDeadline(st, now)
-	case session.Performed, session.Changed:
+	case step.Performed, step.Changed:
 		label := "changed"
-		if st.step == session.Performed {
+		if st.step == step.Performed {
 			label = "effect"
 		}
 		stepsTotal.WithLabelValues(journey, label).Inc()
@@ -230,10 +230,10 @@ func (r *SessionReconciler) emit(s *flowv1.Session, old, status *flowv1.SessionS
 }
 
 // performer performs effects with the agents r.Agents builds for namespace.
-func (r *SessionReconciler) performer(namespace, journey string) session.Performer {
-	return session.PerformerFunc(func(ctx context.Context, eff *engine.Effect) (session.Answer, error) {
+func (r *SessionReconciler) performer(namespace, journey string) step.Performer {
+	return step.PerformerFunc(func(ctx context.Context, eff *engine.Effect) (step.Answer, error) {
 		resp, err := r.perform(ctx, namespace, journey, eff)
-		return session.Answer{Response: resp, Err: err}, nil
+		return step.Answer{Response: resp, Err: err}, nil
 	})
 }
 
@@ -256,13 +256,13 @@ func (r *SessionReconciler) perform(ctx context.Context, namespace, journey stri
 	}
 	provider, role := string(eff.Agents[0].Provider), string(eff.Kind)
 	start := time.Now()
-	resp, err := session.Call(ctx, agents, eff)
+	resp, err := step.Call(ctx, agents, eff)
 	result := "ok"
 	if err != nil {
 		result = string(agent.ClassOf(err))
 	}
 	agentDuration.WithLabelValues(provider, role, result).Observe(time.Since(start).Seconds())
-	if u := session.UsageOf(resp); u != nil {
+	if u := step.UsageOf(resp); u != nil {
 		agentTokens.WithLabelValues(provider, "prompt").Add(float64(u.PromptTokens))
 		agentTokens.WithLabelValues(provider, "completion").Add(float64(u.CompletionTokens))
 	}

@@ -8,7 +8,7 @@ import (
 
 // Byte bounds of the status lists the engine writes. Every list that grows with a
 // conversation is bounded by bytes as well as by count, so that a Session's stored size
-// stays under the bound internal/session.MaxObjectBytes derives from its limits.
+// stays under the bound internal/step.MaxObjectBytes derives from its limits.
 const (
 	// MaxHistoryBytes bounds status.history: the oldest transitions are dropped past it
 	// (the newest is always kept; an entry's reason is at most 1 KiB).

@@ -11,7 +11,7 @@ import (
 	"github.com/journeyops/journey-operator/internal/agent"
 	"github.com/journeyops/journey-operator/internal/agent/builtin"
 	"github.com/journeyops/journey-operator/internal/engine"
-	protocol "github.com/journeyops/journey-operator/internal/session"
+	protocol "github.com/journeyops/journey-operator/internal/step"
 )
 
 // response decodes the answer into what the agent returns: a response, or an error.

@@ -22,7 +22,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/revision"
-	protocol "github.com/journeyops/journey-operator/internal/session"
+	protocol "github.com/journeyops/journey-operator/internal/step"
 )
 
 // DefaultStart is the clock of a test that sets no start: the Session is created then,

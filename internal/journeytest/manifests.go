@@ -19,7 +19,7 @@ import (
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/revision"
-	protocol "github.com/journeyops/journey-operator/internal/session"
+	protocol "github.com/journeyops/journey-operator/internal/step"
 )
 
 // RevisionData is what a Journey ControllerRevision holds, as the controllers store it.

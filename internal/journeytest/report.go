@@ -9,7 +9,7 @@ import (
 	"time"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
-	protocol "github.com/journeyops/journey-operator/internal/session"
+	protocol "github.com/journeyops/journey-operator/internal/step"
 )
 
 // RunFiles loads and runs the test files, in order. A file that cannot be loaded is a

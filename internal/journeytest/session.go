@@ -11,7 +11,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/engine"
-	protocol "github.com/journeyops/journey-operator/internal/session"
+	protocol "github.com/journeyops/journey-operator/internal/step"
 )
 
 // MaxEngineSteps bounds the engine steps of one settle: a journey that does not settle
@@ -38,7 +38,7 @@ type answerer interface {
 }
 
 // session is a Session driven offline by the Session controller's own step protocol
-// (package session): one engine step per reconcile, the one effect answered and
+// (package step): one engine step per reconcile, the one effect answered and
 // journaled in status.pendingEffect before the status is written, nothing written when
 // nothing changed. The clock starts at the creation time and advances one second per
 // write.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/journeyops/journey-operator/internal/agent"
 	"github.com/journeyops/journey-operator/internal/engine"
-	protocol "github.com/journeyops/journey-operator/internal/session"
+	protocol "github.com/journeyops/journey-operator/internal/step"
 )
 
 // ToolResult is a scripted result of a server tool: a test answers the tool calls of

@@ -1,4 +1,4 @@
-package session_test
+package step_test
 
 import (
 	"context"
@@ -11,13 +11,13 @@ import (
 	"github.com/journeyops/journey-operator/internal/agent"
 	"github.com/journeyops/journey-operator/internal/agent/openai"
 	"github.com/journeyops/journey-operator/internal/engine"
-	"github.com/journeyops/journey-operator/internal/session"
+	"github.com/journeyops/journey-operator/internal/step"
 	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 // openaiPerformer performs effects with real openai agents (the go-openai client).
-func openaiPerformer(t *testing.T) session.Performer {
-	return session.PerformerFunc(func(ctx context.Context, eff *engine.Effect) (session.Answer, error) {
+func openaiPerformer(t *testing.T) step.Performer {
+	return step.PerformerFunc(func(ctx context.Context, eff *engine.Effect) (step.Answer, error) {
 		agents := make([]agent.Agent, 0, len(eff.Agents))
 		for _, spec := range eff.Agents {
 			a, err := openai.New(spec, "sk-test")
@@ -26,23 +26,23 @@ func openaiPerformer(t *testing.T) session.Performer {
 			}
 			agents = append(agents, a)
 		}
-		resp, err := session.Call(ctx, agents, eff)
-		return session.Answer{Response: resp, Err: err}, nil
+		resp, err := step.Call(ctx, agents, eff)
+		return step.Answer{Response: resp, Err: err}, nil
 	})
 }
 
 // settle steps in until nothing changes, and returns the last status.
-func settle(t *testing.T, loop *session.Loop, snap *engine.Snapshot, in session.Input) *flowv1.SessionStatus {
+func settle(t *testing.T, loop *step.Loop, snap *engine.Snapshot, in step.Input) *flowv1.SessionStatus {
 	t.Helper()
 	for range 20 {
 		res, err := loop.Step(context.Background(), snap, in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Outcome == session.AgentRetry || res.Outcome == session.AgentStalled {
+		if res.Outcome == step.AgentRetry || res.Outcome == step.AgentStalled {
 			t.Fatalf("agent failed: %v", res.Err)
 		}
-		if res.Outcome == session.Unchanged {
+		if res.Outcome == step.Unchanged {
 			return res.Status
 		}
 		in.Status = res.Status
@@ -69,11 +69,11 @@ func TestConversationMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
-	in := session.Input{Generation: 1, Input: engine.Input{
+	in := step.Input{Generation: 1, Input: engine.Input{
 		Spec: &flowv1.SessionSpec{JourneyRef: flowv1.JourneyReference{Name: "j"}}, Status: &flowv1.SessionStatus{},
 		Now: now, SessionName: "s", SessionUID: "uid", CreationTime: now,
 	}}
-	loop := &session.Loop{Performer: openaiPerformer(t)}
+	loop := &step.Loop{Performer: openaiPerformer(t)}
 	for i := 1; i <= 3; i++ {
 		in.Spec.Messages = append(in.Spec.Messages, flowv1.Message{ID: fmt.Sprintf("m%d", i), Text: fmt.Sprintf("message %d", i)})
 		in.Status = settle(t, loop, snap, in)

@@ -8,7 +8,7 @@
 //
 // A kind of effect is described once, in Kinds: how agents perform it and how its
 // answer is recorded in a journey test and read back from a journal.
-package session
+package step
 
 import (
 	"context"

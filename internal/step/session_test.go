@@ -1,4 +1,4 @@
-package session_test
+package step_test
 
 import (
 	"context"
@@ -17,12 +17,12 @@ import (
 	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/journeytest"
 	"github.com/journeyops/journey-operator/internal/revision"
-	"github.com/journeyops/journey-operator/internal/session"
+	"github.com/journeyops/journey-operator/internal/step"
 )
 
 // waitingForClassifier returns a journey whose agents are LLMs, and a Session of it that
 // has started and holds a message: its next step asks the classifier.
-func waitingForClassifier(t *testing.T, mods ...func(*journeytest.RevisionData)) (*engine.Snapshot, session.Input) {
+func waitingForClassifier(t *testing.T, mods ...func(*journeytest.RevisionData)) (*engine.Snapshot, step.Input) {
 	t.Helper()
 	c, err := journeytest.Load(filepath.Join("..", "journeytest", "testdata", "llm-answers.yaml"))
 	if err != nil {
@@ -36,18 +36,18 @@ func waitingForClassifier(t *testing.T, mods ...func(*journeytest.RevisionData))
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
-	in := session.Input{Generation: 2, Input: engine.Input{
+	in := step.Input{Generation: 2, Input: engine.Input{
 		Spec:   &flowv1.SessionSpec{JourneyRef: flowv1.JourneyReference{Name: c.Journey}},
 		Status: &flowv1.SessionStatus{}, Now: now, SessionName: "s", SessionUID: "uid", CreationTime: now,
 	}}
 	// Start the Session: the entry pathway is not an Entry pathway, so this writes no effect.
-	loop := session.Loop{Performer: refuse(t)}
+	loop := step.Loop{Performer: refuse(t)}
 	for range 10 {
 		res, err := loop.Step(context.Background(), snap, in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Outcome == session.Unchanged {
+		if res.Outcome == step.Unchanged {
 			break
 		}
 		in.Status = res.Status
@@ -56,25 +56,25 @@ func waitingForClassifier(t *testing.T, mods ...func(*journeytest.RevisionData))
 	return snap, in
 }
 
-func refuse(t *testing.T) session.Performer {
-	return session.PerformerFunc(func(_ context.Context, eff *engine.Effect) (session.Answer, error) {
-		t.Fatalf("unexpected effect %s", session.Describe(eff))
-		return session.Answer{}, nil
+func refuse(t *testing.T) step.Performer {
+	return step.PerformerFunc(func(_ context.Context, eff *engine.Effect) (step.Answer, error) {
+		t.Fatalf("unexpected effect %s", step.Describe(eff))
+		return step.Answer{}, nil
 	})
 }
 
-func answer(a session.Answer, err error) session.Performer {
-	return session.PerformerFunc(func(context.Context, *engine.Effect) (session.Answer, error) { return a, err })
+func answer(a step.Answer, err error) step.Performer {
+	return step.PerformerFunc(func(context.Context, *engine.Effect) (step.Answer, error) { return a, err })
 }
 
 func TestStepJournalsTheAnswer(t *testing.T) {
 	snap, in := waitingForClassifier(t)
-	loop := session.Loop{Performer: answer(session.Answer{Response: agent.IntentResponse{Intent: agent.NoIntent, Confidence: 0.9}}, nil)}
+	loop := step.Loop{Performer: answer(step.Answer{Response: agent.IntentResponse{Intent: agent.NoIntent, Confidence: 0.9}}, nil)}
 	res, err := loop.Step(context.Background(), snap, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != session.Performed || res.Effect == nil || res.Effect.Kind != flowv1.EffectClassifyIntent {
+	if res.Outcome != step.Performed || res.Effect == nil || res.Effect.Kind != flowv1.EffectClassifyIntent {
 		t.Fatalf("outcome %s, effect %+v: want the classifier's answer performed", res.Outcome, res.Effect)
 	}
 	p := res.Status.PendingEffect
@@ -102,17 +102,17 @@ func TestStepAgentFailures(t *testing.T) {
 		name            string
 		err             error
 		retry           time.Duration
-		outcome         session.Outcome
+		outcome         step.Outcome
 		condition       string
 		reason, message string
 	}{
-		{"transient", rateLimited, 0, session.AgentRetry, flowv1.ConditionAgentAvailable, flowv1.ReasonRateLimited, rateLimited.Error()},
-		{"terminal offline", refused, 0, session.AgentStalled, flowv1.ConditionStalled, flowv1.ReasonAgentTerminalError, refused.Error()},
-		{"terminal retried", refused, time.Minute, session.AgentStalled, flowv1.ConditionStalled, flowv1.ReasonAgentTerminalError, refused.Error() + " (retried every 1m0s"},
+		{"transient", rateLimited, 0, step.AgentRetry, flowv1.ConditionAgentAvailable, flowv1.ReasonRateLimited, rateLimited.Error()},
+		{"terminal offline", refused, 0, step.AgentStalled, flowv1.ConditionStalled, flowv1.ReasonAgentTerminalError, refused.Error()},
+		{"terminal retried", refused, time.Minute, step.AgentStalled, flowv1.ConditionStalled, flowv1.ReasonAgentTerminalError, refused.Error() + " (retried every 1m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			snap, in := waitingForClassifier(t)
-			loop := session.Loop{Performer: answer(session.Answer{Err: tc.err}, nil), StallRetry: tc.retry}
+			loop := step.Loop{Performer: answer(step.Answer{Err: tc.err}, nil), StallRetry: tc.retry}
 			res, err := loop.Step(context.Background(), snap, in)
 			if err != nil {
 				t.Fatal(err)
@@ -134,7 +134,7 @@ func TestStepAgentFailures(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := res.Status.DeepCopy()
-			if tc.outcome == session.AgentRetry {
+			if tc.outcome == step.AgentRetry {
 				if r := again.Status.AgentRetry; r == nil || r.Attempts != 2 || !r.Since.Time.Equal(in.Now) || r.InputHash != res.Effect.InputHash {
 					t.Errorf("agentRetry after two failures: %+v", r)
 				}
@@ -154,20 +154,20 @@ func TestStepTransientGivesUp(t *testing.T) {
 	rateLimited := &agent.Error{Class: agent.Transient, Kind: flowv1.FailureRateLimit, Source: flowv1.FailureLLM, Agent: "triage", Err: errors.New("429")}
 	snap, in := waitingForClassifier(t)
 	calls := 0
-	loop := session.Loop{Performer: session.PerformerFunc(func(context.Context, *engine.Effect) (session.Answer, error) {
+	loop := step.Loop{Performer: step.PerformerFunc(func(context.Context, *engine.Effect) (step.Answer, error) {
 		calls++
-		return session.Answer{Err: rateLimited}, nil
+		return step.Answer{Err: rateLimited}, nil
 	})}
 	for attempt := 1; attempt <= 2; attempt++ {
 		res, err := loop.Step(context.Background(), snap, in)
-		if err != nil || res.Outcome != session.AgentRetry {
+		if err != nil || res.Outcome != step.AgentRetry {
 			t.Fatalf("attempt %d: %s, %v", attempt, res.Outcome, err)
 		}
 		in.Status = res.Status
 		in.Now = in.Now.Add(time.Second)
 	}
 	res, err := loop.Step(context.Background(), snap, in)
-	if err != nil || res.Outcome != session.Performed || calls != 3 {
+	if err != nil || res.Outcome != step.Performed || calls != 3 {
 		t.Fatalf("third attempt: %s, %v after %d calls; want the failure journaled", res.Outcome, err, calls)
 	}
 	rec := res.Status.PendingEffect
@@ -186,12 +186,12 @@ func TestStepPathwayTimeout(t *testing.T) {
 	snap, in := waitingForClassifier(t, func(d *journeytest.RevisionData) {
 		d.Pathways["help"].Timeout = &metav1.Duration{Duration: 50 * time.Millisecond}
 	})
-	hang := session.PerformerFunc(func(ctx context.Context, _ *engine.Effect) (session.Answer, error) {
+	hang := step.PerformerFunc(func(ctx context.Context, _ *engine.Effect) (step.Answer, error) {
 		<-ctx.Done()
-		return session.Answer{Err: &agent.Error{Class: agent.Transient, Kind: flowv1.FailureTimeout, Source: flowv1.FailureTransport, Err: ctx.Err()}}, nil
+		return step.Answer{Err: &agent.Error{Class: agent.Transient, Kind: flowv1.FailureTimeout, Source: flowv1.FailureTransport, Err: ctx.Err()}}, nil
 	})
-	res, err := (&session.Loop{Performer: hang}).Step(context.Background(), snap, in)
-	if err != nil || res.Outcome != session.Performed {
+	res, err := (&step.Loop{Performer: hang}).Step(context.Background(), snap, in)
+	if err != nil || res.Outcome != step.Performed {
 		t.Fatalf("%s, %v: want the timeout journaled", res.Outcome, err)
 	}
 	if f := res.Status.PendingEffect.Result.Failure; f == nil || f.Kind != flowv1.FailureTimeout || !strings.Contains(f.Message, "pathway timeout 50ms") {
@@ -200,8 +200,8 @@ func TestStepPathwayTimeout(t *testing.T) {
 
 	// A call retried past its timeout is not made again.
 	in.Status.AgentRetry = &flowv1.AgentRetry{InputHash: res.Effect.InputHash, Attempts: 1, Since: metav1.NewTime(in.Now.Add(-time.Second))}
-	res, err = (&session.Loop{Performer: refuse(t)}).Step(context.Background(), snap, in)
-	if err != nil || res.Outcome != session.Performed || res.Status.PendingEffect.Result.Failure == nil {
+	res, err = (&step.Loop{Performer: refuse(t)}).Step(context.Background(), snap, in)
+	if err != nil || res.Outcome != step.Performed || res.Status.PendingEffect.Result.Failure == nil {
 		t.Fatalf("%s, %v: want the timeout journaled without a call", res.Outcome, err)
 	}
 }
@@ -209,7 +209,7 @@ func TestStepPathwayTimeout(t *testing.T) {
 func TestStepWithoutAnswer(t *testing.T) {
 	snap, in := waitingForClassifier(t)
 	missing := errors.New("no recorded answer")
-	loop := session.Loop{Performer: answer(session.Answer{}, missing)}
+	loop := step.Loop{Performer: answer(step.Answer{}, missing)}
 	if _, err := loop.Step(context.Background(), snap, in); !errors.Is(err, missing) {
 		t.Fatalf("err %v: want the performer's", err)
 	}

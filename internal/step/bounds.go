@@ -1,4 +1,4 @@
-package session
+package step
 
 import (
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"

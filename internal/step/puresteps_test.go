@@ -1,4 +1,4 @@
-package session_test
+package step_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/engine"
-	"github.com/journeyops/journey-operator/internal/session"
+	"github.com/journeyops/journey-operator/internal/step"
 )
 
 // builtinChat is a one-pathway chat whose agent is builtin: every step is pure.
@@ -29,14 +29,14 @@ func builtinChat(t *testing.T) *engine.Snapshot {
 func TestPureStepsAreWrittenTogether(t *testing.T) {
 	snap := builtinChat(t)
 	now := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
-	newInput := func() session.Input {
+	newInput := func() step.Input {
 		spec := &flowv1.SessionSpec{JourneyRef: flowv1.JourneyReference{Name: "chat"}}
 		for i := range 5 {
 			spec.Messages = append(spec.Messages, flowv1.Message{ID: fmt.Sprintf("m%d", i), Text: "hi"})
 		}
-		return session.Input{Generation: 1, Input: engine.Input{Spec: spec, Status: &flowv1.SessionStatus{}, Now: now, SessionName: "s", SessionUID: "u", CreationTime: now}}
+		return step.Input{Generation: 1, Input: engine.Input{Spec: spec, Status: &flowv1.SessionStatus{}, Now: now, SessionName: "s", SessionUID: "u", CreationTime: now}}
 	}
-	settle := func(loop session.Loop) (*flowv1.SessionStatus, int) {
+	settle := func(loop step.Loop) (*flowv1.SessionStatus, int) {
 		in := newInput()
 		writes := 0
 		for range 100 {
@@ -44,7 +44,7 @@ func TestPureStepsAreWrittenTogether(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Outcome == session.Unchanged {
+			if res.Outcome == step.Unchanged {
 				return in.Status, writes
 			}
 			writes++
@@ -53,8 +53,8 @@ func TestPureStepsAreWrittenTogether(t *testing.T) {
 		t.Fatal("never settled")
 		return nil, 0
 	}
-	one, oneWrites := settle(session.Loop{Performer: refuse(t)})
-	together, writes := settle(session.Loop{Performer: refuse(t), PureSteps: 16})
+	one, oneWrites := settle(step.Loop{Performer: refuse(t)})
+	together, writes := settle(step.Loop{Performer: refuse(t), PureSteps: 16})
 	if together.ProcessedMessages != 5 || together.Step != one.Step || together.Turns != one.Turns {
 		t.Errorf("together: processed %d, step %d, turns %d; one at a time: step %d, turns %d",
 			together.ProcessedMessages, together.Step, together.Turns, one.Step, one.Turns)
@@ -62,7 +62,7 @@ func TestPureStepsAreWrittenTogether(t *testing.T) {
 	if writes != 1 || oneWrites <= writes {
 		t.Errorf("%d writes together, %d one step at a time", writes, oneWrites)
 	}
-	_, capped := settle(session.Loop{Performer: refuse(t), PureSteps: 1})
+	_, capped := settle(step.Loop{Performer: refuse(t), PureSteps: 1})
 	if capped <= writes {
 		t.Errorf("PureSteps 1 took %d writes", capped)
 	}

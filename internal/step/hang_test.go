@@ -1,4 +1,4 @@
-package session_test
+package step_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/journeyops/journey-operator/internal/agent"
 	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/journeytest"
-	"github.com/journeyops/journey-operator/internal/session"
+	"github.com/journeyops/journey-operator/internal/step"
 )
 
 // hangingModel is a model that never answers a pathway turn: RunPathway blocks until
@@ -47,13 +47,13 @@ func TestHangingModelHitsPathwayTimeout(t *testing.T) {
 		help.Transitions.OnFailure = &flowv1.OutcomeTransition{To: "done"}
 	})
 	model := &hangingModel{}
-	loop := &session.Loop{Performer: session.PerformerFunc(func(ctx context.Context, eff *engine.Effect) (session.Answer, error) {
+	loop := &step.Loop{Performer: step.PerformerFunc(func(ctx context.Context, eff *engine.Effect) (step.Answer, error) {
 		agents := make([]agent.Agent, len(eff.Agents))
 		for i := range agents {
 			agents[i] = model
 		}
-		resp, err := session.Call(ctx, agents, eff)
-		return session.Answer{Response: resp, Err: err}, nil
+		resp, err := step.Call(ctx, agents, eff)
+		return step.Answer{Response: resp, Err: err}, nil
 	})}
 	// Should the pathway timeout not bound the call, the test's own deadline ends it
 	// (and the checks below fail) rather than the test hanging.
@@ -65,13 +65,13 @@ func TestHangingModelHitsPathwayTimeout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Outcome == session.AgentRetry || res.Outcome == session.AgentStalled {
+		if res.Outcome == step.AgentRetry || res.Outcome == step.AgentStalled {
 			t.Fatalf("the hanging call was %s (%v); want it answered by the pathway timeout", res.Outcome, res.Err)
 		}
 		if lt := res.Status.LastTurn; lt != nil && lt.Pathway == "help" && lt.ResultType == flowv1.ResultFailure {
 			failed = lt.DeepCopy()
 		}
-		if res.Outcome == session.Unchanged {
+		if res.Outcome == step.Unchanged {
 			break
 		}
 		in.Status = res.Status
