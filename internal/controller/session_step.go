@@ -90,7 +90,11 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 	if err != nil {
 		return sessionStep{then: failed(err)}
 	}
-	tr.Result(res.Status, res.Outcome != step.Unchanged, string(res.Outcome), effectKind(res.Effect), res.Err)
+	if tr != nil {
+		block, _ := engine.Blocked(res.Status)
+		tr.Result(tracing.Result{Status: res.Status, Changed: res.Outcome != step.Unchanged, Outcome: string(res.Outcome),
+			Effect: effectKind(res.Effect), Err: res.Err, Events: tracing.EventsOf(engine.Events(&s.Status, res.Status)), Block: block})
+	}
 	st := sessionStep{status: res.Status, step: res.Outcome, trace: tr, deadline: snap.NextDeadline(&s.Spec, res.Status, s.CreationTimestamp.Time)}
 	switch res.Outcome {
 	case step.AgentRetry:

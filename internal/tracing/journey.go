@@ -5,7 +5,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
-	"github.com/journeyops/journey-operator/internal/engine"
 )
 
 // Span event names on a step's span.
@@ -44,6 +43,35 @@ const (
 	AttrEffectID            = attribute.Key("journey.effect.id")
 )
 
+// Event is one of the Kubernetes Events the controller emits for a step of a Session.
+// The trace takes them as the controller computed them (EventsOf converts the
+// engine's), so that tracing, and the providers that trace their calls, do not depend
+// on the engine.
+type Event struct {
+	// Type is Normal or Warning.
+	Type string
+	// Reason is a transition action or a condition reason.
+	Reason string
+	// Message is a sentence for people.
+	Message string
+}
+
+// EventsOf converts events of any type with Event's fields (the engine's) into the
+// trace's.
+func EventsOf[E ~struct{ Type, Reason, Message string }](events []E) []Event {
+	if len(events) == 0 {
+		return nil
+	}
+	out := make([]Event, len(events))
+	for i, e := range events {
+		out[i] = Event(e)
+	}
+	return out
+}
+
+// eventNormal is the type of the Events that are not warnings.
+const eventNormal = "Normal"
+
 // events adds the journey's events of the step to span: its transitions, its
 // decision, a block, and the Session's other Events. Reasons and reasoning (which may
 // quote the conversation) only with content capture on.
@@ -71,10 +99,10 @@ func (st *Step) events(span trace.Span, cur *flowv1.SessionStatus) {
 	if d := cur.LastDecision; d != nil && decisionChanged(st.old.LastDecision, d) {
 		span.AddEvent(EventDecision, trace.WithAttributes(st.decisionAttrs(d, content)...))
 	}
-	block, _ := engine.Blocked(cur)
-	for _, e := range engine.Events(st.old, cur) {
+	block := st.block
+	for _, e := range st.journeyEvents {
 		switch {
-		case e.Type == engine.EventNormal && actions[e.Reason]:
+		case e.Type == eventNormal && actions[e.Reason]:
 			continue // a transition, above
 		case block != "" && e.Reason == block:
 			span.AddEvent(EventBlock, trace.WithAttributes(AttrReason.String(e.Reason), AttrEventMessage.String(e.Message)))

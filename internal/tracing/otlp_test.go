@@ -84,7 +84,7 @@ func TestOTLPHTTPExport(t *testing.T) {
 	_, chat := StartChat(ctx, "test-model")
 	EndChat(chat, ChatUsage{InputTokens: 120, OutputTokens: 30}, nil, "")
 	status := &flowv1.SessionStatus{Step: 1, Phase: flowv1.PhaseRunning, CurrentPathway: "intake"}
-	st.Result(status, true, "Performed", "ClassifyIntent", nil)
+	st.Result(Result{Status: status, Changed: true, Outcome: "Performed", Effect: "ClassifyIntent"})
 	st.End()
 	if err := p.Shutdown(context.Background()); err != nil {
 		t.Fatalf("shutdown: %v", err)

@@ -54,6 +54,8 @@ type Step struct {
 	status          *flowv1.SessionStatus
 	outcome, effect string
 	err             error
+	journeyEvents   []Event
+	block           string
 }
 
 // Begin begins the trace of a step of s: the returned context carries p and, as its
@@ -96,18 +98,34 @@ func remote(t trace.TraceID, s trace.SpanID) trace.SpanContext {
 	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: t, SpanID: s, TraceFlags: trace.FlagsSampled, Remote: true})
 }
 
-// Result says what the step did: status is its result, outcome what it did, effect
-// the kind of agent call it made ("" for none) and err the agent's error. A step that
-// changed the status gets the Session's trace context stamped into status (when it
-// has none), and is recorded by End; one that changed nothing is not.
-func (st *Step) Result(status *flowv1.SessionStatus, changed bool, outcome, effect string, err error) {
-	if st == nil || status == nil || !changed {
+// Result is what a step did, as its trace records it.
+type Result struct {
+	// Status is the step's result; Changed says whether the step changed it.
+	Status  *flowv1.SessionStatus
+	Changed bool
+	// Outcome is what the step did, Effect the kind of agent call it made ("" for
+	// none) and Err the agent's error.
+	Outcome, Effect string
+	Err             error
+	// Events are the Session's Events of the step, as the controller emits them.
+	Events []Event
+	// Block is the reason of the block (a cap, or loop prevention) the Session is in
+	// after the step, "" for none: the Event with that reason is recorded as a block.
+	Block string
+}
+
+// Result says what the step did. A step that changed the status gets the Session's
+// trace context stamped into r.Status (when it has none), and is recorded by End; one
+// that changed nothing is not.
+func (st *Step) Result(r Result) {
+	if st == nil || r.Status == nil || !r.Changed {
 		return
 	}
-	if status.TraceContext == nil {
-		status.TraceContext = &flowv1.TraceContext{TraceID: st.root.TraceID().String(), SpanID: st.root.SpanID().String()}
+	if r.Status.TraceContext == nil {
+		r.Status.TraceContext = &flowv1.TraceContext{TraceID: st.root.TraceID().String(), SpanID: st.root.SpanID().String()}
 	}
-	st.status, st.outcome, st.effect, st.err = status, outcome, effect, err
+	st.status, st.outcome, st.effect, st.err = r.Status, r.Outcome, r.Effect, r.Err
+	st.journeyEvents, st.block = r.Events, r.Block
 }
 
 // End records the step's span, now that its status is written: the Session's root

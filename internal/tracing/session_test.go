@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +30,7 @@ func TestStepsOfOneSession(t *testing.T) {
 	obtained := trace.SpanContextFromContext(ctx).SpanID()
 	first := &flowv1.SessionStatus{Step: 1, Phase: flowv1.PhaseRunning, CurrentPathway: "intake",
 		PendingEffect: &flowv1.EffectRecord{ID: "uid-1/1/ab", Kind: flowv1.EffectDecide, SpanID: obtained.String()}}
-	st.Result(first, true, "Performed", "Decide", nil)
+	st.Result(Result{Status: first, Changed: true, Outcome: "Performed", Effect: "Decide"})
 	st.End()
 	if first.TraceContext == nil {
 		t.Fatal("the first step did not stamp the trace context")
@@ -40,7 +41,7 @@ func TestStepsOfOneSession(t *testing.T) {
 	recB := tracetest.NewSpanRecorder()
 	b := NewWithProcessor(recB, false)
 	_, idle := b.Begin(context.Background(), s)
-	idle.Result(s.Status.DeepCopy(), false, "Unchanged", "", nil)
+	idle.Result(Result{Status: s.Status.DeepCopy(), Outcome: "Unchanged"})
 	idle.End()
 	_, st = b.Begin(context.Background(), s)
 	second := s.Status.DeepCopy()
@@ -50,7 +51,8 @@ func TestStepsOfOneSession(t *testing.T) {
 	second.LastDecision = &flowv1.DecisionRecord{ID: "d-2", Transition: "to-booking", From: "intake", To: "booking",
 		Confidence: "0.9", AllowedDestinations: []string{"booking", "faq"}, State: flowv1.DecisionApproved,
 		Source: "Agent", Reasoning: "the patient said: chest pain"}
-	st.Result(second, true, "Changed", "", nil)
+	st.Result(Result{Status: second, Changed: true, Outcome: "Changed",
+		Events: []Event{{Type: "Normal", Reason: "Advance", Message: "intake -> booking (to-booking)"}}})
 	st.End()
 
 	spansA, spansB := recA.Ended(), recB.Ended()
@@ -98,5 +100,45 @@ func TestStepsOfOneSession(t *testing.T) {
 	if d := events[EventDecision]; d["journey.decision.destination"] != "booking" || d["journey.decision.approver"] != "alice" ||
 		d["journey.confidence"] != "0.9" || d["journey.decision.allowed_destinations"] != `["booking","faq"]` {
 		t.Errorf("decision event %v", d)
+	}
+	if e, dup := events[EventJourney]; dup {
+		t.Errorf("the transition's Event is recorded again: %v", e)
+	}
+}
+
+// TestBlockAndEvents: the Events the controller hands a step are on its span: the one
+// of the block as a block, with its message; the others as journey events, their
+// messages only with content capture.
+func TestBlockAndEvents(t *testing.T) {
+	for _, content := range []bool{false, true} {
+		rec := tracetest.NewSpanRecorder()
+		p := NewWithProcessor(rec, content)
+		s := &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Name: "s1", Namespace: "ns", UID: "uid-1"}}
+		s.Spec.JourneyRef.Name = "triage"
+		_, st := p.Begin(context.Background(), s)
+		status := &flowv1.SessionStatus{Step: 1, Phase: flowv1.PhaseRunning, CurrentPathway: "intake"}
+		st.Result(Result{Status: status, Changed: true, Outcome: "Changed", Block: flowv1.ReasonTransitionLimit, Events: []Event{
+			{Type: "Normal", Reason: "Started", Message: "Started in pathway intake on journey revision r1"},
+			{Type: "Warning", Reason: flowv1.ReasonTransitionLimit, Message: "500 transitions"},
+		}})
+		st.End()
+		spans := rec.Ended()
+		if len(spans) != 2 {
+			t.Fatalf("%d spans, want the root and the step", len(spans))
+		}
+		got := map[string]map[attribute.Key]attribute.Value{}
+		for _, e := range spans[1].Events() {
+			got[e.Name] = attrs(e.Attributes)
+		}
+		if b := got[EventBlock]; b[AttrReason].AsString() != flowv1.ReasonTransitionLimit || b[AttrEventMessage].AsString() != "500 transitions" {
+			t.Errorf("block event %v", b)
+		}
+		j := got[EventJourney]
+		if j[AttrEventType].AsString() != "Normal" || j[AttrEventReason].AsString() != "Started" {
+			t.Errorf("journey event %v", j)
+		}
+		if _, msg := j[AttrEventMessage]; msg != content {
+			t.Errorf("content %v: the event's message recorded %v", content, msg)
+		}
 	}
 }

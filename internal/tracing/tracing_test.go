@@ -48,7 +48,7 @@ func TestNilProviderTracesNothing(t *testing.T) {
 		t.Fatalf("a nil provider began a step: %v %v", st, trace.SpanContextFromContext(ctx))
 	}
 	status := &flowv1.SessionStatus{Step: 1}
-	st.Result(status, true, "Changed", "", nil)
+	st.Result(Result{Status: status, Changed: true, Outcome: "Changed"})
 	st.End()
 	if status.TraceContext != nil {
 		t.Errorf("status stamped without tracing: %+v", status.TraceContext)
