@@ -1,7 +1,7 @@
 // Package picture draws graphs written in Graphviz's DOT language as SVG or PNG with
 // Graphviz itself, compiled to WebAssembly (github.com/goccy/go-graphviz): no dot binary,
-// no network, the same layout everywhere. kubectl journey graph and the console draw
-// Journeys with it.
+// no network, the same layout everywhere. A PNG is the SVG rasterized in Go (see
+// rasterize). kubectl journey graph and the console draw Journeys with it.
 package picture
 
 import (
@@ -61,9 +61,13 @@ func Render(ctx context.Context, src string, format Format, annotate func(*Graph
 			return nil, err
 		}
 	}
+	// PNG is the SVG, rasterized: see rasterize for why not Graphviz's PNG.
 	var out bytes.Buffer
-	if err := gv.Render(ctx, g, graphviz.Format(format), &out); err != nil {
+	if err := gv.Render(ctx, g, graphviz.SVG, &out); err != nil {
 		return nil, fmt.Errorf("drawing with Graphviz: %w", err)
+	}
+	if format == PNG {
+		return rasterize(out.Bytes(), pngDPI)
 	}
 	return out.Bytes(), nil
 }
