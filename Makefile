@@ -151,7 +151,7 @@ image-push: ## Push $(IMAGE_TAR) to $(IMG) with crane (credentials from ~/.docke
 
 # Sessions per bench run, comma-separated; 10,000 is opt-in: make bench BENCH_SESSIONS=10000
 BENCH_SESSIONS ?= 100,1000
-BENCH_ADVANCE ?= watch,requeue
+BENCH_ADVANCE ?= watch
 BENCH_FLAGS ?=
 
 comma := ,
@@ -161,7 +161,7 @@ bench-long: envtest ## Long-conversation bench: 1 and 100 Sessions taking 5,000 
 	KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" $(GO) run ./test/bench -long $(or $(BENCH_LONG),5000) -long-sessions $(or $(BENCH_LONG_SESSIONS),1$(comma)100) $(BENCH_FLAGS)
 
 .PHONY: bench
-bench: envtest ## End-to-end bench on a local control plane: steps/s, turn latency, heap per Session (not in make test).
+bench: envtest ## End-to-end bench in turns on a local control plane, builtin, LLM and ReAct journeys: turns/s against the plain pair, CPU and writes per turn, heap per Session (not in make test).
 	KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" $(GO) run ./test/bench -sessions $(BENCH_SESSIONS) -advance $(BENCH_ADVANCE) $(BENCH_FLAGS)
 
 .PHONY: test-reliability

@@ -77,7 +77,7 @@ func runLong(ctx context.Context, opts *options, sessions, messages int) (*longR
 		return nil, err
 	}
 	mgr, err := env.NewManager(testenv.ManagerOptions{
-		Namespaces: []string{benchNamespace}, Cache: controller.CacheOptions(nil),
+		Namespaces: []string{benchNamespace}, Cache: opts.cacheOptions(),
 		QPS: float32(opts.qps), Burst: opts.burst,
 		Setup: func(mgr ctrl.Manager) error {
 			return controller.Setup(mgr, controller.Options{MaxConcurrentReconciles: opts.concurrency})

@@ -2,15 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
-	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
@@ -23,78 +23,86 @@ func createSessions(ctx context.Context, c client.Client, workers int, sessions 
 	return float64(len(sessions)) / time.Since(start).Seconds(), err
 }
 
-// statuses runs the sample's conversation through the pure engine and returns the
-// status after each step that changed it: exactly what the operator writes.
-func statuses(smp *sample) ([]flowv1.SessionStatus, error) {
-	pathways := map[string]*flowv1.PathwaySpec{}
-	byName := map[string]*flowv1.PathwaySpec{}
-	for _, p := range smp.pathways {
-		byName[p.Name] = &p.Spec
-	}
-	for _, e := range smp.journey.Spec.Pathways {
-		if p, ok := byName[e.PathwayRef]; ok {
-			pathways[string(e.Name)] = p
+// say sends message k of Session name as kubectl journey say does once the previous
+// message is answered: the new message replaces the processed one in spec.messages
+// and spec.messagesDropped counts it, so the spec stays one message long however long
+// the conversation. The Session's validation checks that what is dropped was
+// processed. The response (the Session as written) is decoded into into, when given.
+func say(ctx context.Context, c client.Client, namespace, name string, k int, into *flowv1.Session) error {
+	m := flowv1.Message{ID: fmt.Sprintf("m-%d", k), Text: messageText(name, k)}
+	var op []map[string]any
+	if k == 0 {
+		op = []map[string]any{{"op": "add", "path": "/spec/messages", "value": []flowv1.Message{m}}}
+	} else {
+		op = []map[string]any{
+			{"op": "replace", "path": "/spec/messages", "value": []flowv1.Message{m}},
+			{"op": "add", "path": "/spec/messagesDropped", "value": k},
 		}
 	}
-	snap, err := engine.NewSnapshot(smp.journey.Name+"-bench", &smp.journey.Spec, pathways)
+	raw, err := json.Marshal(op)
 	if err != nil {
+		return err
+	}
+	if into == nil {
+		into = &flowv1.Session{}
+	}
+	into.Namespace, into.Name = namespace, name
+	return c.Patch(ctx, into, client.RawPatch(types.JSONPatchType, raw))
+}
+
+// plainPair is the limit of turns on this API server: a plain client makes, for each
+// turn, the user's write (say) and one status write of the bytes the operator wrote
+// for that turn (the statuses of the calibration conversation, turn by turn), as the
+// operator writes a status: a merge patch from the object as read, under the
+// resourceVersion precondition. No cache, no informer, no engine, no agent, no
+// Events: two writes a turn, the least a turn can cost.
+type plainPair struct {
+	c         client.Client
+	namespace string
+	// statuses[k] is the status after turn k (statuses[0] before the first).
+	statuses []flowv1.SessionStatus
+	objs     []*flowv1.Session
+}
+
+// newPlainPair creates sessions plain Sessions in namespace with spec, each waiting
+// for its first message as the calibration Session did (statuses[0]).
+func newPlainPair(ctx context.Context, c client.Client, namespace string, spec *flowv1.SessionSpec, statuses []flowv1.SessionStatus, sessions int) (*plainPair, error) {
+	p := &plainPair{c: c, namespace: namespace, statuses: statuses, objs: make([]*flowv1.Session, sessions)}
+	for i := range p.objs {
+		p.objs[i] = &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("plain-%05d", i)}}
+		p.objs[i].Spec = *spec.DeepCopy()
+		p.objs[i].Spec.Messages, p.objs[i].Spec.MessagesDropped = nil, 0
+	}
+	if _, err := createSessions(ctx, c, 16, p.objs); err != nil {
 		return nil, err
 	}
-	var out []flowv1.SessionStatus
-	st := &flowv1.SessionStatus{}
-	now := time.Now()
-	for range 1000 {
-		next, eff := engine.Step(snap, engine.Input{Spec: &smp.session.Spec, Status: st, Now: now, SessionName: "plain", SessionUID: "plain", CreationTime: now})
-		if eff != nil {
-			return nil, fmt.Errorf("the sample asks for a remote agent; the plain baseline needs a builtin journey")
-		}
-		if equality.Semantic.DeepEqual(next, st) {
-			break
-		}
-		out = append(out, *next)
-		st = next
-	}
-	return out, nil
+	return p, testenv.Parallel(16, sessions, func(i int) error {
+		patch := client.MergeFrom(p.objs[i].DeepCopy())
+		p.objs[i].Status = *statuses[0].DeepCopy()
+		return c.Status().Patch(ctx, p.objs[i], patch)
+	})
 }
 
-// plainWrites is how many status writes one Session of the sample takes.
-func plainWrites(smp *sample) int {
-	steps, _ := statuses(smp)
-	return len(steps)
-}
-
-// plainStatusRate measures how fast a plain client, with workers in parallel, can make
-// the status writes of n Sessions of the sample: the statuses the engine produces
-// step by step, each written as the operator writes it (a merge patch from the
-// previous status with the resourceVersion precondition), with no cache, no engine
-// and no events. It is the physical limit of one write per step on this API server.
-func plainStatusRate(ctx context.Context, c client.Client, smp *sample, namespace string, n, workers int) (float64, error) {
-	steps, err := statuses(smp)
-	if err != nil {
-		return 0, err
-	}
-	sessions := make([]*flowv1.Session, n)
-	for i := range sessions {
-		sessions[i] = &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("plain-%05d", i)}}
-		sessions[i].Spec = *smp.session.Spec.DeepCopy()
-	}
-	if _, err := createSessions(ctx, c, 16, sessions); err != nil {
-		return 0, err
+// run has every plain Session take turns turns, with workers in parallel, and returns
+// how long that took.
+func (p *plainPair) run(ctx context.Context, turns, workers int) (time.Duration, error) {
+	if len(p.statuses) < turns+1 {
+		return 0, fmt.Errorf("plain pair: %d statuses for %d turns", len(p.statuses), turns)
 	}
 	start := time.Now()
-	err = testenv.Parallel(workers, n, func(i int) error {
-		s := sessions[i]
-		for k := range steps {
+	err := testenv.Parallel(workers, len(p.objs), func(i int) error {
+		s := p.objs[i]
+		for k := range turns {
+			if err := say(ctx, p.c, p.namespace, s.Name, k, s); err != nil {
+				return fmt.Errorf("plain pair, %s message %d: %w", s.Name, k, err)
+			}
 			patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
-			s.Status = *steps[k].DeepCopy()
-			if err := c.Status().Patch(ctx, s, patch); err != nil {
-				return err
+			s.Status = *p.statuses[k+1].DeepCopy()
+			if err := p.c.Status().Patch(ctx, s, patch); err != nil {
+				return fmt.Errorf("plain pair, %s status %d: %w", s.Name, k+1, err)
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return 0, err
-	}
-	return float64(n*len(steps)) / time.Since(start).Seconds(), nil
+	return time.Since(start), err
 }

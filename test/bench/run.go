@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -12,90 +13,117 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/controller"
 	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
-// result is what one run measured.
+// result is what one run of the turn bench measured: one journey, n Sessions, one
+// advance mode, on a control plane of its own.
 type result struct {
+	Journey     string  `json:"journey"`
 	Sessions    int     `json:"sessions"`
 	Advance     string  `json:"advance"`
 	Concurrency int     `json:"concurrency"`
 	QPS         float64 `json:"qps"`
 	Burst       int     `json:"burst"`
-	StripFields bool    `json:"stripManagedFields"`
+	Transform   string  `json:"cacheTransform"`
+	// ModelLatency is the chat server's fixed latency (journeys with model calls).
+	ModelLatency float64 `json:"modelLatencyMs,omitempty"`
+	// TurnsPerSession is how many turns each conversation takes in the closed loop,
+	// and each plain Session in the plain pair.
+	TurnsPerSession int `json:"turnsPerSession"`
 
-	CreateRate    float64 `json:"createPerSecond"`
-	PlainRate     float64 `json:"plainStatusPatchesPerSecond"`
-	PlainRateWide float64 `json:"plainStatusPatchesPerSecondWide"`
-	PlainWide     int     `json:"plainWideWorkers"`
-	Steps         int64   `json:"steps"`
-	StepSeconds   float64 `json:"stepSeconds"`
-	StepRate      float64 `json:"stepsPerSecond"`
-	IdleP50       float64 `json:"idleP50ms"`
-	IdleP99       float64 `json:"idleP99ms"`
-	IdleCount     int     `json:"idleMessages"`
-	IdleConflicts float64 `json:"idleConflicts"`
-	LoadedRate    float64 `json:"loadedMessagesPerSecond"`
-	LoadedP50     float64 `json:"loadedP50ms"`
-	LoadedP99     float64 `json:"loadedP99ms"`
-	LoadedCount   int     `json:"loadedMessages"`
-	EventsPerStep float64 `json:"eventsPerStep"`
-	EventsDropped float64 `json:"eventsDroppedInBurst"`
-	ReconcilesPer float64 `json:"reconcilesPerStep"`
-	// CPU milliseconds per write of the plain client and per step of the operator, by
-	// process (apiserver, etcd, manager: this process).
-	PlainCPU       map[string]float64 `json:"plainCPUmsPerWrite"`
-	StepCPU        map[string]float64 `json:"stepCPUmsPerStep"`
-	ConflictsPer   float64            `json:"conflictsPerStep"`
-	Load           string             `json:"loadAverage"`
-	CachedSessions int                `json:"cachedSessions"`
-	HeapPerSession float64            `json:"heapBytesPerSession"`
-	HeapBase       float64            `json:"heapBytesWithoutSessions"`
+	// Calibration: one Session alone, its writes per turn and its size at the end.
+	CalibStatusWrites float64 `json:"calibrationStatusWritesPerTurn"`
+	CalibBytes        int     `json:"calibrationSessionBytes"`
+
+	// (a) the plain pair: a user write and one status write a turn.
+	PlainSessions     int                `json:"plainSessions"`
+	PlainRate         float64            `json:"plainTurnsPerSecond"`
+	PlainCPU          map[string]float64 `json:"plainCPUmsPerTurn"`
+	PlainStatusWrites float64            `json:"plainStatusWritesPerTurn"`
+
+	// (b) the operator, closed loop: every conversation sends its next message when
+	// the reply arrives.
+	ClosedRate float64 `json:"closedTurnsPerSecond"`
+	ClosedP50  float64 `json:"closedP50ms"`
+	ClosedP99  float64 `json:"closedP99ms"`
+	// (b) the operator, paced: the best probe under the limit, and every probe.
+	PacedLimit float64       `json:"pacedP99LimitMs"`
+	Paced      probeResult   `json:"paced"`
+	Probes     []probeResult `json:"probes"`
+	// (c) cluster CPU per turn of the closed loop.
+	TurnCPU map[string]float64 `json:"turnCPUmsPerTurn"`
+	// (d) writes per turn of the closed loop, counted by a watch.
+	StatusWrites float64 `json:"statusWritesPerTurn"`
+	SpecWrites   float64 `json:"specWritesPerTurn"`
+	ModelCalls   float64 `json:"modelCallsPerTurn"`
+	ToolCalls    float64 `json:"toolCallsPerTurn"`
+	// (e) the manager's heap per cached Session at the end.
+	CachedSessions int     `json:"cachedSessions"`
+	HeapPerSession float64 `json:"heapBytesPerSession"`
+	HeapBase       float64 `json:"heapBytesWithoutSessions"`
+	SessionBytes   float64 `json:"meanSessionBytes"`
+	TurnsAtHeap    float64 `json:"meanTurnsPerSessionAtHeap"`
+
+	Load    string `json:"loadAverage"`
+	LoadEnd string `json:"loadAverageEnd"`
 }
 
-func (r *result) ratio() float64 {
-	limit := max(r.PlainRate, r.PlainRateWide)
-	if limit == 0 {
+func (r *result) closedRatio() float64 { return ratio(r.ClosedRate, r.PlainRate) }
+func (r *result) pacedRatio() float64  { return ratio(r.Paced.Offered, r.PlainRate) }
+func (r *result) cpuRatio() float64    { return ratio(total(r.TurnCPU), total(r.PlainCPU)) }
+
+// cpuPerModelCall is the cluster CPU of a turn per model call it makes (per turn when
+// it makes none).
+func (r *result) cpuPerModelCall() float64 {
+	return total(r.TurnCPU) / max(1, math.Round(r.ModelCalls))
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
 		return 0
 	}
-	return r.StepRate / limit
+	return a / b
 }
 
-const benchNamespace = "bench"
+const (
+	benchNamespace = "bench"
+	plainNamespace = "plain"
+)
 
-// run is one bench run: n Sessions in one advance mode, on a control plane of its own.
+// run is one run of the turn bench.
 type run struct {
 	opts *options
-	smp  *sample
+	kind string
 	n    int
 	mode controller.AdvanceMode
 	res  *result
 
-	env *testenv.Environment
-	c   client.Client // the harness's own client, not rate limited: it stands for many users
-	mgr *testenv.Manager
-	tr  *tracker
-	// heap0 is the manager's heap before any Session of the bench namespace.
-	heap0 uint64
+	env    *testenv.Environment
+	c      client.Client // the harness's own client, not rate limited: it stands for many users
+	mgr    *testenv.Manager
+	tr     *tracker
+	models *modelServers
+	writes *writeCounter
+	heap0  uint64
 }
 
-// runOne measures the operator with n Sessions in one advance mode, on a control plane
+// runOne measures journey kind with n Sessions in one advance mode, on a control plane
 // of its own.
-func runOne(ctx context.Context, opts *options, smp *sample, n int, mode controller.AdvanceMode) (*result, error) {
-	r := &run{opts: opts, smp: smp, n: n, mode: mode,
-		res: &result{Sessions: n, Advance: string(mode), Concurrency: opts.concurrency, QPS: opts.qps, Burst: opts.burst, StripFields: opts.strip}}
-	logf("%d sessions, advance %s: starting a control plane", n, mode)
+func runOne(ctx context.Context, opts *options, kind string, n int, mode controller.AdvanceMode) (*result, error) {
+	r := &run{opts: opts, kind: kind, n: n, mode: mode, res: &result{Journey: kind, Sessions: n, Advance: string(mode),
+		Concurrency: opts.concurrency, QPS: opts.qps, Burst: opts.burst, Transform: opts.transform,
+		TurnsPerSession: turnsPerSession(n, opts.minTurns)}}
+	logf("%s journey, %d sessions, advance %s: starting a control plane", kind, n, mode)
 	env, err := testenv.Start()
 	if err != nil {
 		return nil, err
@@ -107,70 +135,52 @@ func runOne(ctx context.Context, opts *options, smp *sample, n int, mode control
 	if r.c, err = client.New(harnessCfg, client.Options{Scheme: scheme}); err != nil {
 		return nil, err
 	}
-	for _, ns := range []string{benchNamespace, "plain"} {
+	for _, ns := range []string{benchNamespace, plainNamespace} {
 		if err := r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return nil, err
 		}
 	}
-	if err := r.plain(ctx); err != nil {
-		return nil, err
+	var ep endpoints
+	if needsModels(kind) {
+		if r.models, err = startModelServers(opts.modelLatency); err != nil {
+			return nil, err
+		}
+		defer r.models.stop()
+		ep = r.models.endpoints
+		r.res.ModelLatency = ms(opts.modelLatency)
 	}
 	if err := r.startManager(ctx); err != nil {
 		return nil, err
 	}
 	defer func() { _ = r.mgr.Stop() }()
-	if opts.llmLatency > 0 {
-		srv := slowLLM(opts.llmLatency)
-		defer srv.Close()
-		r.smp = r.smp.withJourney(func(j *flowv1.Journey) bool { return remoteClassifier(j, srv.BaseURL()) })
-		if r.smp == nil {
-			return nil, fmt.Errorf("the sample's journey has no intent classifier to make remote")
-		}
+	if err := r.createJourney(ctx, ep); err != nil {
+		return nil, err
 	}
 	r.heap0 = heapAlloc()
-	for _, phase := range []func(context.Context) error{r.throughput, r.idle, r.loaded, r.heap} {
-		if err := phase(ctx); err != nil {
+	if r.writes, err = countWrites(ctx, env.Config, benchNamespace); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if r.writes != nil {
+			r.writes.stop()
+		}
+	}()
+	cv, err := r.sessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, phase := range []func(context.Context, *conversations) error{r.calibrateAndPlain, r.closedLoop, r.paced, r.heap} {
+		if err := phase(ctx, cv); err != nil {
 			return nil, err
 		}
 	}
 	return r.res, nil
 }
 
-// plain measures the physical limit: a plain client writing the statuses of the
-// sample's steps (for at most 500 Sessions: the rate is per write).
-func (r *run) plain(ctx context.Context) error {
-	res := r.res
-	plainN := min(r.n, 500)
-	cpu0 := readCPU()
-	stopAPIProfile := apiserverProfile(ctx, r.env.Config, r.opts.apiProfile, fmt.Sprintf("plain-%d-%s", r.n, r.mode))
-	var err error
-	res.PlainRate, err = plainStatusRate(ctx, r.c, r.smp, "plain", plainN, r.opts.concurrency)
-	stopAPIProfile()
-	if w := float64(plainN * plainWrites(r.smp)); w > 0 {
-		res.PlainCPU = perUnit(readCPU().sub(cpu0), w)
-	}
-	if err != nil {
-		return fmt.Errorf("plain client: %w", err)
-	}
-	res.PlainWide = max(16, 4*r.opts.concurrency)
-	if err := r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "plain-wide"}}); err != nil {
-		return err
-	}
-	res.PlainRateWide, err = plainStatusRate(ctx, r.c, r.smp, "plain-wide", plainN, res.PlainWide)
-	if err != nil {
-		return fmt.Errorf("plain client: %w", err)
-	}
-	logf("plain client: %.0f status patches/s with %d workers, %.0f/s with %d", res.PlainRate, r.opts.concurrency, res.PlainRateWide, res.PlainWide)
-	return nil
-}
-
 // startManager starts the manager, configured as cmd/manager configures it, watching
-// the bench namespace, and creates the sample's Pathways there.
+// the bench namespace, with the tracker on its Session informer.
 func (r *run) startManager(ctx context.Context) error {
-	cacheOpts := controller.CacheOptions(nil)
-	if !r.opts.strip {
-		cacheOpts.DefaultTransform = nil
-	}
+	cacheOpts := r.opts.cacheOptions()
 	mgr, err := r.env.NewManager(testenv.ManagerOptions{
 		Namespaces: []string{benchNamespace},
 		Cache:      cacheOpts,
@@ -196,118 +206,190 @@ func (r *run) startManager(ctx context.Context) error {
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		return fmt.Errorf("cache did not sync")
 	}
-	for _, p := range r.smp.pathways {
-		p := p.DeepCopy()
-		p.Namespace, p.ResourceVersion = benchNamespace, ""
+	return nil
+}
+
+// createJourney creates the journey's objects and waits until it is Ready.
+func (r *run) createJourney(ctx context.Context, ep endpoints) error {
+	pathways, j, err := journeyObjects(r.kind, benchNamespace, ep)
+	if err != nil {
+		return err
+	}
+	for _, p := range pathways {
 		if err := r.c.Create(ctx, p); err != nil {
 			return err
 		}
 	}
-	return nil
-}
-
-// throughput: n Sessions, each with its whole conversation, wait for a Journey that
-// does not exist yet; creating it releases them all at once.
-func (r *run) throughput(ctx context.Context) error {
-	res, tr, n := r.res, r.tr, r.n
-	burst := make([]*flowv1.Session, n)
-	for i := range burst {
-		name := fmt.Sprintf("burst-%05d", i)
-		burst[i] = newSession(r.smp, name, personal(r.smp.session.Spec.Messages, name, r.opts.llmLatency > 0))
-	}
-	var err error
-	if res.CreateRate, err = createSessions(ctx, r.c, 16, burst); err != nil {
-		return err
-	}
-	logf("created %d sessions at %.0f/s", n, res.CreateRate)
-	if err := tr.waitFor("burst-", n, r.opts.timeout, "sessions waiting for their Journey", func(t *tracked) bool {
-		return t.phase == flowv1.PhasePending && t.reason == flowv1.ReasonJourneyNotFound
-	}); err != nil {
-		return err
-	}
-	j := r.smp.journey.DeepCopy()
-	j.Namespace, j.ResourceVersion = benchNamespace, ""
-	before, cpuBefore := gather(), readCPU()
-	stopAPIProfile := apiserverProfile(ctx, r.env.Config, r.opts.apiProfile, fmt.Sprintf("operator-%d-%s", n, r.mode))
-	stopProfile, err := startProfile(r.opts.cpuProfile, n, r.mode)
-	if err != nil {
-		return err
-	}
-	t0 := time.Now()
 	if err := r.c.Create(ctx, j); err != nil {
 		return err
 	}
-	if err := tr.waitFor("burst-", n, r.opts.timeout, "completed sessions", func(t *tracked) bool { return t.phase.IsTerminal() }); err != nil {
+	deadline := time.Now().Add(r.opts.timeout)
+	for {
+		var got flowv1.Journey
+		if err := r.c.Get(ctx, client.ObjectKeyFromObject(j), &got); err != nil {
+			return err
+		}
+		if journeyReady(&got) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("journey %s not ready: %+v", j.Name, got.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// sessions creates the calibration Session and the n Sessions of the run and waits
+// until each waits for its first message.
+func (r *run) sessions(ctx context.Context) (*conversations, error) {
+	names := make([]string, r.n)
+	objs := make([]*flowv1.Session, 0, r.n+1)
+	for i := range names {
+		names[i] = fmt.Sprintf("s-%05d", i)
+		objs = append(objs, r.session(names[i]))
+	}
+	objs = append(objs, r.session("calib"))
+	rate, err := createSessions(ctx, r.c, 16, objs)
+	if err != nil {
+		return nil, err
+	}
+	logf("created %d sessions at %.0f/s", len(objs), rate)
+	if err := r.tr.waitFor("s-", r.n, r.opts.timeout, "sessions waiting for input", waiting); err != nil {
+		return nil, err
+	}
+	if err := r.tr.waitFor("calib", 1, r.opts.timeout, "calibration session waiting for input", waiting); err != nil {
+		return nil, err
+	}
+	return newConversations(r.c, r.tr, names, r.opts.senders, r.opts.timeout), nil
+}
+
+func (r *run) session(name string) *flowv1.Session {
+	return &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: name},
+		Spec: flowv1.SessionSpec{JourneyRef: flowv1.JourneyReference{Name: r.kind}}}
+}
+
+// calibrateAndPlain has the calibration Session take its turns alone, then measures
+// the plain pair with the statuses it wrote.
+func (r *run) calibrateAndPlain(ctx context.Context, _ *conversations) error {
+	res, turns := r.res, r.res.TurnsPerSession
+	w0 := r.writes.settle(200 * time.Millisecond)
+	calib := newConversations(r.c, r.tr, []string{"calib"}, 1, r.opts.timeout)
+	statuses, obj, err := calibrate(ctx, calib, turns)
+	if err != nil {
+		return fmt.Errorf("calibration: %w", err)
+	}
+	w1 := r.writes.settle(200 * time.Millisecond)
+	res.CalibStatusWrites = float64(w1.sub(w0).Status) / float64(turns)
+	res.CalibBytes = jsonSize(obj)
+	logf("calibration: %d turns alone, %.2f status writes a turn, the Session %d bytes at the end", turns, res.CalibStatusWrites, res.CalibBytes)
+
+	plainWrites, err := countWrites(ctx, r.env.Config, plainNamespace)
+	if err != nil {
 		return err
 	}
-	res.StepSeconds = time.Since(t0).Seconds()
+	defer plainWrites.stop()
+	res.PlainSessions = min(r.n, r.opts.plainSessions)
+	plain, err := newPlainPair(ctx, r.c, plainNamespace, &obj.Spec, statuses, res.PlainSessions)
+	if err != nil {
+		return fmt.Errorf("plain pair: %w", err)
+	}
+	p0, cpu0 := plainWrites.settle(200*time.Millisecond), readCPU()
+	stopAPIProfile := apiserverProfile(ctx, r.env.Config, r.opts.apiProfile, r.name("plain"))
+	d, err := plain.run(ctx, turns, r.opts.concurrency)
+	cpu := readCPU().sub(cpu0)
+	stopAPIProfile()
+	if err != nil {
+		return err
+	}
+	pairs := float64(res.PlainSessions * turns)
+	p1 := plainWrites.settle(200 * time.Millisecond)
+	res.PlainRate = pairs / d.Seconds()
+	res.PlainCPU = perUnit(cpu, pairs)
+	res.PlainStatusWrites = float64(p1.sub(p0).Status) / pairs
+	logf("plain pair: %d sessions x %d turns in %.1fs = %.1f turns/s with %d workers, %.2f ms cluster CPU a turn %v, %.2f status writes a turn",
+		res.PlainSessions, turns, d.Seconds(), res.PlainRate, r.opts.concurrency, total(res.PlainCPU), res.PlainCPU, res.PlainStatusWrites)
+	return nil
+}
+
+// closedLoop measures the operator's turns/s with every conversation sending its
+// next message when the reply arrives, and what a turn costs.
+func (r *run) closedLoop(ctx context.Context, cv *conversations) error {
+	res, turns := r.res, r.res.TurnsPerSession
+	w0 := r.writes.settle(200 * time.Millisecond)
+	s0, err := r.callStats()
+	if err != nil {
+		return err
+	}
+	cpu0 := readCPU()
+	stopAPIProfile := apiserverProfile(ctx, r.env.Config, r.opts.apiProfile, r.name("operator"))
+	stopProfile, err := startProfile(r.opts.cpuProfile, r.name("closed"))
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	lat, err := cv.closedLoop(ctx, turns)
+	d := time.Since(start)
+	cpu := readCPU().sub(cpu0)
+	res.Load = loadAverage()
 	stopProfile()
 	stopAPIProfile()
-	if bad := tr.count("burst-", func(t *tracked) bool { return t.phase != flowv1.PhaseCompleted }); bad > 0 {
-		return fmt.Errorf("%d sessions ended but did not complete: %s", bad, tr.phases("burst-"))
+	if err != nil {
+		return fmt.Errorf("closed loop: %w", err)
 	}
-	res.Steps = tr.steps("burst-")
-	res.StepRate = float64(res.Steps) / res.StepSeconds
-	res.Load = loadAverage()
-	after := gather()
-	if res.Steps > 0 {
-		res.StepCPU = perUnit(readCPU().sub(cpuBefore), float64(res.Steps))
-		res.ReconcilesPer = (after["reconciles"] - before["reconciles"]) / float64(res.Steps)
-		res.ConflictsPer = (after["conflicts"] - before["conflicts"]) / float64(res.Steps)
-		res.EventsDropped = after["eventsDropped"] - before["eventsDropped"]
-	}
-	logf("CPU ms per plain write %v, per operator step %v", res.PlainCPU, res.StepCPU)
-	logf("operator: %d steps in %.1fs = %.0f steps/s (%.2fx the plain client), %.2f reconciles and %.2f conflicts per step, load average %s",
-		res.Steps, res.StepSeconds, res.StepRate, res.ratio(), res.ReconcilesPer, res.ConflictsPer, res.Load)
-	return nil
-}
-
-// idle measures turn latency with nothing else going on: one message at a time.
-func (r *run) idle(ctx context.Context) error {
-	res, tr, conversation := r.res, r.tr, r.smp.session.Spec.Messages
-	idleBefore := gather()
-	for i := range r.opts.idleSessions {
-		name := fmt.Sprintf("idle-%03d", i)
-		if err := r.c.Create(ctx, newSession(r.smp, name, nil)); err != nil {
-			return err
-		}
-		if err := tr.waitFor(name, 1, r.opts.timeout, "idle session waiting for input", waiting); err != nil {
-			return err
-		}
-		for k := range conversation {
-			if err := send(ctx, r.c, tr, name, k, conversation[k]); err != nil {
-				return err
-			}
-			if err := tr.waitFor(name, 1, r.opts.timeout, "idle message processed", func(t *tracked) bool { return int(t.processed) > k }); err != nil {
-				return err
-			}
-		}
-	}
-	res.IdleConflicts = gather()["conflicts"] - idleBefore["conflicts"]
-	idle := tr.latencies("idle-")
-	res.IdleCount = len(idle)
-	res.IdleP50, res.IdleP99 = ms(percentile(idle, 0.5)), ms(percentile(idle, 0.99))
-	logf("idle turn latency: p50 %.1fms p99 %.1fms over %d messages, %.0f write conflicts", res.IdleP50, res.IdleP99, res.IdleCount, res.IdleConflicts)
-	return nil
-}
-
-// loaded measures turn latency under load: conversations paced at a fraction of the
-// measured step rate, each user sending the next message once the last one is
-// processed. Events are written asynchronously: the burst's are counted after it.
-func (r *run) loaded(ctx context.Context) error {
-	if err := loaded(ctx, r.c, r.tr, r.smp, r.opts, r.n, r.res); err != nil {
+	n := float64(len(lat))
+	w := r.writes.settle(200 * time.Millisecond).sub(w0)
+	s1, err := r.callStats()
+	if err != nil {
 		return err
 	}
-	if events, err := countEvents(ctx, r.c, "burst-"); err == nil && r.res.Steps > 0 {
-		r.res.EventsPerStep = float64(events) / float64(r.res.Steps)
+	res.ClosedRate = n / d.Seconds()
+	res.ClosedP50, res.ClosedP99 = ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99))
+	res.TurnCPU = perUnit(cpu, n)
+	res.StatusWrites, res.SpecWrites = float64(w.Status)/n, float64(w.Spec)/n
+	res.ModelCalls, res.ToolCalls = float64(s1.Model-s0.Model)/n, float64(s1.Tools-s0.Tools)/n
+	if w.Restarts > 0 {
+		logf("closed loop: the write counter's watch was resumed %d times", w.Restarts)
 	}
+	logf("closed loop: %d sessions x %d turns in %.1fs = %.1f turns/s (%.2fx the plain pair), p50 %.1f ms p99 %.1f ms, %.2f ms cluster CPU a turn %v (%.2fx), %.2f status + %.2f spec writes a turn, %.2f model and %.2f tool calls a turn, load %s",
+		r.n, turns, d.Seconds(), res.ClosedRate, res.closedRatio(), res.ClosedP50, res.ClosedP99, total(res.TurnCPU), res.TurnCPU, res.cpuRatio(),
+		res.StatusWrites, res.SpecWrites, res.ModelCalls, res.ToolCalls, res.Load)
 	return nil
 }
 
-// heap measures the manager's heap per Session: everything the harness holds is
-// dropped first.
-func (r *run) heap(ctx context.Context) error {
+// paced searches the highest paced rate whose turn p99 stays under the limit (plus
+// the model's own latency for each model call of a turn).
+func (r *run) paced(ctx context.Context, cv *conversations) error {
 	res := r.res
+	limit := r.opts.p99 + time.Duration(math.Round(res.ModelCalls))*r.opts.modelLatency
+	res.PacedLimit = ms(limit)
+	hi := 1.1 * max(res.ClosedRate, res.PlainRate)
+	logf("paced: searching (0, %.1f] turns/s for p99 < %s, %d probes of %s", hi, limit, r.opts.probes, r.opts.probeDuration)
+	best, all, err := cv.searchPaced(ctx, hi, r.opts.probes, r.opts.probeDuration, limit)
+	if err != nil {
+		return fmt.Errorf("paced: %w", err)
+	}
+	res.Paced, res.Probes = best, all
+	res.LoadEnd = loadAverage()
+	logf("paced: %.1f turns/s (%.2fx the plain pair) with p50 %.1f ms p99 %.1f ms", best.Offered, res.pacedRatio(), best.P50, best.P99)
+	return nil
+}
+
+// heap measures the manager's heap per cached Session: everything the harness holds
+// is dropped first.
+func (r *run) heap(ctx context.Context, cv *conversations) error {
+	res := r.res
+	turns := 0
+	for _, k := range cv.next {
+		turns += k
+	}
+	res.TurnsAtHeap = float64(turns) / float64(len(cv.next))
+	bytes, err := meanSize(ctx, r.c, cv.names, 100)
+	if err != nil {
+		return err
+	}
+	res.SessionBytes = bytes
+	r.writes.stop()
+	r.writes = nil
 	var list flowv1.SessionList
 	if err := r.mgr.GetCache().List(ctx, &list, client.InNamespace(benchNamespace)); err != nil {
 		return err
@@ -315,64 +397,49 @@ func (r *run) heap(ctx context.Context) error {
 	res.CachedSessions = len(list.Items)
 	list = flowv1.SessionList{}
 	r.tr.release()
+	cv.names, cv.next = nil, nil
 	heap1 := heapAlloc()
 	if r.opts.memProfile != "" {
-		if err := writeHeapProfile(fmt.Sprintf("%s-%d-%s", r.opts.memProfile, r.n, r.mode)); err != nil {
+		if err := writeHeapProfile(r.opts.memProfile + "-" + r.name("heap")); err != nil {
 			return err
 		}
 	}
 	res.HeapPerSession = float64(int64(heap1)-int64(r.heap0)) / float64(res.CachedSessions)
 	res.HeapBase = float64(r.heap0)
-	logf("manager heap: %.1f KiB per session (%d sessions cached) over %.1f MiB without Sessions", res.HeapPerSession/1024, res.CachedSessions, res.HeapBase/(1<<20))
+	logf("manager heap: %.1f KiB per session (%d sessions cached, %.1f turns and %.0f bytes each on average) over %.1f MiB without Sessions",
+		res.HeapPerSession/1024, res.CachedSessions, res.TurnsAtHeap, res.SessionBytes, res.HeapBase/(1<<20))
 	return nil
 }
 
-// gather reads the manager's metrics: Session reconciles and status conflicts.
-func gather() map[string]float64 {
-	out := map[string]float64{}
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		return out
+// callStats are the model servers' counts (zero without them).
+func (r *run) callStats() (callStats, error) {
+	if r.models == nil {
+		return callStats{}, nil
 	}
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			switch f.GetName() {
-			case "controller_runtime_reconcile_total":
-				if labels["controller"] == "session" {
-					out["reconciles"] += m.GetCounter().GetValue()
-				}
-			case "journey_events_dropped_total":
-				out["eventsDropped"] += m.GetCounter().GetValue()
-			case "rest_client_requests_total":
-				if labels["code"] == "409" {
-					out["conflicts"] += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return out
+	return r.models.stats()
 }
 
-// countEvents counts the Events about Sessions whose name starts with prefix (Events
-// are named <object>.<timestamp>), reading metadata only.
-func countEvents(ctx context.Context, c client.Client, prefix string) (int, error) {
-	var list metav1.PartialObjectMetadataList
-	list.SetGroupVersionKind(eventsv1.SchemeGroupVersion.WithKind("EventList"))
-	if err := c.List(ctx, &list, client.InNamespace(benchNamespace)); err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, e := range list.Items {
-		if strings.HasPrefix(e.Name, prefix) {
-			n++
-		}
-	}
-	return n, nil
+// name names this run's profiles: <phase>-<journey>-<sessions>-<advance>.
+func (r *run) name(phase string) string {
+	return fmt.Sprintf("%s-%s-%d-%s", phase, r.kind, r.n, r.mode)
 }
+
+// meanSize is the mean JSON size, as stored, of up to sample of the Sessions.
+func meanSize(ctx context.Context, c client.Client, names []string, sample int) (float64, error) {
+	step := max(1, len(names)/sample)
+	sum, n := 0, 0
+	for i := 0; i < len(names); i += step {
+		var s flowv1.Session
+		if err := c.Get(ctx, types.NamespacedName{Namespace: benchNamespace, Name: names[i]}, &s); err != nil {
+			return 0, err
+		}
+		sum += jsonSize(&s)
+		n++
+	}
+	return float64(sum) / float64(max(n, 1)), nil
+}
+
+func waiting(t *tracked) bool { return t.phase == flowv1.PhaseWaitingForInput }
 
 // loadAverage is the 1-minute load average of the machine, to show how busy it was.
 func loadAverage() string {
@@ -386,12 +453,13 @@ func loadAverage() string {
 	return "?"
 }
 
-// startProfile writes a CPU profile of the throughput phase to path-<n>-<mode>.
-func startProfile(path string, n int, mode controller.AdvanceMode) (func(), error) {
+// startProfile writes a CPU profile of this process to path-<name>; without a path
+// it does nothing.
+func startProfile(path, name string) (func(), error) {
 	if path == "" {
 		return func() {}, nil
 	}
-	return startCPUProfile(fmt.Sprintf("%s-%d-%s", path, n, mode))
+	return startCPUProfile(path + "-" + name)
 }
 
 // startCPUProfile starts a CPU profile of this process (the manager and the harness)
@@ -465,133 +533,6 @@ func perUnit(c cpuTimes, units float64) map[string]float64 {
 	return out
 }
 
-// personal makes the messages of a Session its own when a remote agent answers them,
-// so the intent cache does not answer for it.
-func personal(msgs []flowv1.Message, name string, on bool) []flowv1.Message {
-	if !on {
-		return msgs
-	}
-	out := make([]flowv1.Message, len(msgs))
-	for i, m := range msgs {
-		out[i] = flowv1.Message{ID: m.ID, Text: m.Text + " (" + name + ")"}
-	}
-	return out
-}
-
-func waiting(t *tracked) bool { return t.phase == flowv1.PhaseWaitingForInput }
-
-// waitingSessions creates users Sessions load-00000... and waits until they wait for
-// input.
-func waitingSessions(ctx context.Context, c client.Client, tr *tracker, smp *sample, users int, timeout time.Duration) ([]*flowv1.Session, error) {
-	sessions := make([]*flowv1.Session, users)
-	for i := range sessions {
-		sessions[i] = newSession(smp, fmt.Sprintf("load-%05d", i), nil)
-	}
-	if _, err := createSessions(ctx, c, 16, sessions); err != nil {
-		return nil, err
-	}
-	return sessions, tr.waitFor("load-", users, timeout, "loaded sessions waiting for input", waiting)
-}
-
-// loaded sends messages at opts.load times the measured step rate.
-func loaded(ctx context.Context, c client.Client, tr *tracker, smp *sample, opts *options, n int, res *result) error {
-	conversation := smp.session.Spec.Messages
-	total := min(opts.loadedMessages, n*len(conversation))
-	users := (total + len(conversation) - 1) / len(conversation)
-	rate := opts.load * res.StepRate
-	if rate <= 0 || users == 0 {
-		return nil
-	}
-	sessions, err := waitingSessions(ctx, c, tr, smp, users, opts.timeout)
-	if err != nil {
-		return err
-	}
-	// ready holds users whose last message has been processed.
-	ready := make(chan int, users)
-	for i := range users {
-		ready <- i
-	}
-	sent := make([]int, users)
-	inflight := make(map[int]bool)
-	interval := time.Duration(float64(time.Second) / rate)
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	errs := make(chan error, 1)
-	start := time.Now()
-	deadline := start.Add(opts.timeout)
-	count := 0
-	for count < total {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case err := <-errs:
-			return err
-		case <-tick.C:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("loaded phase: %d of %d messages sent after %s", count, total, opts.timeout)
-		}
-		// Return users whose message was processed to the ready queue.
-		for u := range inflight {
-			if int(tr.processed(sessions[u].Name)) >= sent[u] {
-				delete(inflight, u)
-				if sent[u] < len(conversation) {
-					ready <- u
-				}
-			}
-		}
-		select {
-		case u := <-ready:
-			k := sent[u]
-			sent[u]++
-			inflight[u] = true
-			count++
-			go func() {
-				if err := send(ctx, c, tr, sessions[u].Name, k, conversation[k]); err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-				}
-			}()
-		default: // every user is waiting for a reply: the operator is behind
-		}
-	}
-	res.LoadedRate = float64(count) / time.Since(start).Seconds()
-	if err := tr.waitFor("load-", users, opts.timeout, "loaded messages processed", func(t *tracked) bool {
-		return t.processed > 0 && len(t.sent) == int(t.processed)
-	}); err != nil {
-		return err
-	}
-	lat := tr.latencies("load-")
-	res.LoadedCount = len(lat)
-	res.LoadedP50, res.LoadedP99 = ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99))
-	logf("loaded turn latency at %.0f messages/s: p50 %.1fms p99 %.1fms over %d messages", res.LoadedRate, res.LoadedP50, res.LoadedP99, res.LoadedCount)
-	return nil
-}
-
-// send appends message k to the Session, as kubectl journey say does.
-func send(ctx context.Context, c client.Client, tr *tracker, name string, k int, m flowv1.Message) error {
-	op := []map[string]any{{"op": "add", "path": "/spec/messages/-", "value": m}}
-	if k == 0 {
-		op = []map[string]any{{"op": "add", "path": "/spec/messages", "value": []flowv1.Message{m}}}
-	}
-	raw, err := json.Marshal(op)
-	if err != nil {
-		return err
-	}
-	s := &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: name}}
-	tr.markSent(name, k, time.Now())
-	return c.Patch(ctx, s, client.RawPatch(types.JSONPatchType, raw))
-}
-
-func newSession(smp *sample, name string, messages []flowv1.Message) *flowv1.Session {
-	s := &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: name}}
-	s.Spec = *smp.session.Spec.DeepCopy()
-	s.Spec.Messages = append([]flowv1.Message(nil), messages...)
-	return s
-}
-
 func heapAlloc() uint64 {
 	var m runtime.MemStats
 	for range 3 {
@@ -602,3 +543,12 @@ func heapAlloc() uint64 {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// jsonSize is the size of o encoded as JSON: about its size as stored.
+func jsonSize(o any) int {
+	raw, err := json.Marshal(o)
+	if err != nil {
+		return 0
+	}
+	return len(raw)
+}

@@ -18,7 +18,6 @@ import (
 // Session and the time each message was sent and processed.
 type tracker struct {
 	mu       sync.Mutex
-	changed  *sync.Cond // broadcast on every observation, for waitIdle
 	sessions map[string]*tracked
 }
 
@@ -32,12 +31,18 @@ type tracked struct {
 	// idle is, by message index, when the Session was first seen waiting for input
 	// with the message processed: the end of its turn.
 	idle []time.Time
+	// waiters wait for idle to reach their length (waitIdle).
+	waiters []idleWaiter
+}
+
+// idleWaiter is a waitIdle call waiting for n idle messages.
+type idleWaiter struct {
+	n    int
+	wake chan struct{}
 }
 
 func newTracker() *tracker {
-	t := &tracker{sessions: map[string]*tracked{}}
-	t.changed = sync.NewCond(&t.mu)
-	return t
+	return &tracker{sessions: map[string]*tracked{}}
 }
 
 // handler is the informer event handler.
@@ -83,37 +88,50 @@ func (t *tracker) observe(o any) {
 		for i := len(tr.idle); i < int(s.Status.ProcessedMessages); i++ {
 			tr.idle = append(tr.idle, now)
 		}
+		// Wake only the waiters of this Session whose turn ended: with thousands of
+		// conversations waiting, waking all of them on every event would cost the
+		// process more than the manager.
+		kept := tr.waiters[:0]
+		for _, w := range tr.waiters {
+			if len(tr.idle) >= w.n {
+				close(w.wake)
+			} else {
+				kept = append(kept, w)
+			}
+		}
+		tr.waiters = kept
 	}
-	t.changed.Broadcast()
 }
 
 // waitIdle waits until session name has processed n messages and waits for input
 // again, and returns when the informer first saw it so: the time is taken as the
 // event arrives, so a turn's latency is not rounded up to a polling interval.
 func (t *tracker) waitIdle(name string, n int, timeout time.Duration) (time.Time, error) {
-	deadline := time.Now().Add(timeout)
-	wake := time.AfterFunc(timeout, func() {
-		t.mu.Lock()
-		t.changed.Broadcast()
-		t.mu.Unlock()
-	})
-	defer wake.Stop()
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	for {
-		tr := t.sessions[name]
-		if tr != nil && len(tr.idle) >= n {
-			return tr.idle[n-1], nil
-		}
-		if time.Now().After(deadline) {
-			var processed int32
-			var phase flowv1.Phase
-			if tr != nil {
-				processed, phase = tr.processed, tr.phase
-			}
-			return time.Time{}, fmt.Errorf("%s: processed %d of %d messages, phase %q, after %s", name, processed, n, phase, timeout)
-		}
-		t.changed.Wait()
+	tr := t.sessions[name]
+	if tr == nil {
+		tr = &tracked{}
+		t.sessions[name] = tr
+	}
+	if len(tr.idle) >= n {
+		at := tr.idle[n-1]
+		t.mu.Unlock()
+		return at, nil
+	}
+	wake := make(chan struct{})
+	tr.waiters = append(tr.waiters, idleWaiter{n: n, wake: wake})
+	t.mu.Unlock()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-wake:
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return tr.idle[n-1], nil
+	case <-timer.C:
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return time.Time{}, fmt.Errorf("%s: processed %d of %d messages, phase %q, after %s", name, tr.processed, n, tr.phase, timeout)
 	}
 }
 
