@@ -20,7 +20,6 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/plugin"
-	"github.com/journeyops/journey-operator/internal/step"
 )
 
 // chatJourney is a one-pathway builtin chat: every message is answered and kept as the
@@ -79,7 +78,7 @@ func TestLongConversationStaysBounded(t *testing.T) {
 	create(t, sessionOf(ns, "long", "chat"))
 	ctx := context.Background()
 	key := types.NamespacedName{Namespace: ns, Name: "long"}
-	bound := step.MaxObjectBytes(j.Spec.Limits)
+	bound := j.Spec.Limits.MaxObjectBytes()
 	big := strings.Repeat("x", 8000)
 
 	// One message in 20 is big: the first of the compacting client's batch, so the
@@ -256,7 +255,7 @@ func TestBigMessagesNeverMeetEtcd(t *testing.T) {
 	create(t, sessionOf(ns, "big", "chat"))
 	ctx := context.Background()
 	key := types.NamespacedName{Namespace: ns, Name: "big"}
-	bound := step.MaxObjectBytes(j.Spec.Limits)
+	bound := j.Spec.Limits.MaxObjectBytes()
 	largest := 0
 	for i := 1; i <= total; i++ {
 		text := fmt.Sprintf("%d %s", i, strings.Repeat("z", 8000))

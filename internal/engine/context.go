@@ -121,10 +121,10 @@ func versionBytes(v *flowv1.ContextVersion) int {
 const contextVersionOverhead = 64
 
 // trimContextHistory keeps at most MaxContextVersions versions, taking at most
-// ContextHistoryBytes(maxContextBytes) in total; the newest version is always kept.
+// flowv1.ContextHistoryBytes(maxContextBytes) in total; the newest version is always kept.
 func (r *run) trimContextHistory() {
 	h := r.st.ContextHistory
-	limit := ContextHistoryBytes(r.snap.lim.contextBytes)
+	limit := flowv1.ContextHistoryBytes(r.snap.lim.contextBytes)
 	total := 0
 	keep := 0
 	for i := len(h) - 1; i >= 0 && keep < MaxContextVersions; i-- {

@@ -161,8 +161,8 @@ func TestLongConversationStaysBounded(t *testing.T) {
 			t.Errorf("version %d is not an append delta: previous %s", v.Version, dump(v.Previous))
 		}
 	}
-	if total > ContextHistoryBytes(16384) {
-		t.Errorf("context versions take %d bytes, over %d", total, ContextHistoryBytes(16384))
+	if total > flowv1.ContextHistoryBytes(16384) {
+		t.Errorf("context versions take %d bytes, over %d", total, flowv1.ContextHistoryBytes(16384))
 	}
 	for _, v := range s.st.ContextHistory {
 		ctx, err := ContextAt(s.st, v.Version-1)
@@ -174,7 +174,7 @@ func TestLongConversationStaysBounded(t *testing.T) {
 		}
 	}
 	b, _ := json.Marshal(s.st.History)
-	if len(b) > MaxHistoryBytes {
+	if len(b) > flowv1.MaxHistoryBytes {
 		t.Errorf("history takes %d bytes", len(b))
 	}
 }
@@ -212,7 +212,7 @@ func TestHistoryIsBoundedByBytes(t *testing.T) {
 		h = trimHistory(append(h, flowv1.HistoryEntry{Step: int64(i), Reason: strings.Repeat("r", 1000)}), 500)
 	}
 	b, _ := json.Marshal(h)
-	if len(b) > MaxHistoryBytes || len(h) < 10 || h[len(h)-1].Step != 199 {
+	if len(b) > flowv1.MaxHistoryBytes || len(h) < 10 || h[len(h)-1].Step != 199 {
 		t.Errorf("%d entries, %d bytes, newest step %d", len(h), len(b), h[len(h)-1].Step)
 	}
 	if h = trimHistory([]flowv1.HistoryEntry{{Reason: strings.Repeat("r", 20000)}}, 5); len(h) != 1 {

@@ -87,7 +87,7 @@
 // leaves the context unchanged (FailFast: the Session fails, reason ContextTooLarge),
 // never a truncation. Each change increments contextVersion and records a delta in
 // contextHistory: the values it replaced and, for a list it appended to, only the items
-// it added (at most MaxContextVersions versions, at most ContextHistoryBytes of them),
+// it added (at most MaxContextVersions versions, at most flowv1.ContextHistoryBytes of them),
 // from which a detour's changes are undone and ContextAt rebuilds an earlier context. A failed run (an agent error, a builtin expression error) is recoverable:
 // Graceful records it in lastTurn (finishReason Error) and stays, FailFast fails the
 // Session. session.turns in

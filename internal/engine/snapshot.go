@@ -20,19 +20,19 @@ const (
 	DefaultMaxTransitions       = 500
 	DefaultRetryLimitPerPathway = 2
 	DefaultSessionTimeout       = 24 * time.Hour
-	DefaultMaxContextBytes      = 49152
 	DefaultMaxHistory           = 50
 	DefaultLoopWindow           = 8
 	DefaultMaxCycleRepeats      = 2
-	// DefaultMaxTranscriptBytes bounds status.transcript without limits.maxTranscriptBytes.
-	DefaultMaxTranscriptBytes = 16384
+	// The defaults of limits.maxContextBytes and limits.maxTranscriptBytes are in
+	// api/v1alpha1 (DefaultMaxContextBytes, DefaultMaxTranscriptBytes), with the byte
+	// bounds they feed.
 	// DefaultIntentConfidence is the classifier threshold without intentDetection.confidenceThreshold.
 	DefaultIntentConfidence = 0.7
 	// DefaultAutoAdvance and DefaultRequireApproval are the decision thresholds.
 	DefaultAutoAdvance     = 0.8
 	DefaultRequireApproval = 0.6
 	// MaxContextVersions bounds status.contextHistory (also bounded in bytes by
-	// ContextHistoryBytes).
+	// flowv1.ContextHistoryBytes).
 	MaxContextVersions = 10
 )
 
@@ -113,16 +113,13 @@ func resolveLimits(j *flowv1.JourneySpec) limits {
 		iterations:   or(l.MaxIterations, DefaultMaxIterations),
 		transitions:  or(l.MaxTransitions, DefaultMaxTransitions),
 		retry:        DefaultRetryLimitPerPathway,
-		contextBytes: or(l.MaxContextBytes, DefaultMaxContextBytes),
+		contextBytes: l.ContextBytes(),
 		history:      or(l.MaxHistory, DefaultMaxHistory),
 		timeout:      DefaultSessionTimeout,
 		window:       or(j.LoopPrevention.Window, DefaultLoopWindow),
 		repeats:      or(j.LoopPrevention.MaxCycleRepeats, DefaultMaxCycleRepeats),
 	}
-	out.transcriptBytes = DefaultMaxTranscriptBytes
-	if l.MaxTranscriptBytes != nil {
-		out.transcriptBytes = int(*l.MaxTranscriptBytes)
-	}
+	out.transcriptBytes = l.TranscriptBytes()
 	if l.RetryLimitPerPathway != nil {
 		out.retry = int(*l.RetryLimitPerPathway)
 	}
@@ -200,18 +197,16 @@ func (s *Snapshot) pathwayAgents(p *flowv1.PathwaySpec) ([]flowv1.AgentSpec, boo
 	return out, true
 }
 
-// classifier returns the intent classifier agent, when it is remote (a builtin one
-// only matches patterns, which already failed when it would be asked).
-func (s *Snapshot) classifier() (flowv1.AgentSpec, bool) {
+// classifier returns the journey's intent classifier (intentDetection.agent) and
+// whether it has one. remote says it is an LLM (journaled) call; a builtin one scores
+// the message inline.
+func (s *Snapshot) classifier() (spec flowv1.AgentSpec, remote, ok bool) {
 	d := s.journey.IntentDetection
 	if d == nil {
-		return flowv1.AgentSpec{}, false
+		return flowv1.AgentSpec{}, false, false
 	}
-	a, ok := s.agents[string(d.Agent)]
-	if !ok || a.Provider != flowv1.ProviderOpenAI {
-		return flowv1.AgentSpec{}, false
-	}
-	return a, true
+	spec, remote = s.resolveAgent(string(d.Agent))
+	return spec, remote, true
 }
 
 // CallLimits bounds the attempts of eff when its agents fail transiently: how many

@@ -73,7 +73,7 @@ func TestTranscriptOfShortMessagesStaysBounded(t *testing.T) {
 		s.settleQuickly()
 		s.spec.Messages, s.spec.MessagesDropped = nil, s.spec.MessagesDropped+1
 	}
-	if stored, _ := json.Marshal(s.st.Transcript); len(stored) > DefaultMaxTranscriptBytes || s.st.TranscriptDropped == 0 {
+	if stored, _ := json.Marshal(s.st.Transcript); len(stored) > flowv1.DefaultMaxTranscriptBytes || s.st.TranscriptDropped == 0 {
 		t.Errorf("%d exchanges, %d bytes stored, %d dropped", len(s.st.Transcript), len(stored), s.st.TranscriptDropped)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
-	"github.com/journeyops/journey-operator/internal/step"
 )
 
 // OutcomesPath serves the webhook that bounds spec.outcomes in bytes. It sees only the
@@ -21,7 +20,7 @@ const OutcomesPath = "/validate-flow-journey-dev-v1alpha1-session-outcomes"
 // +kubebuilder:webhook:path=/validate-flow-journey-dev-v1alpha1-session-outcomes,mutating=false,failurePolicy=ignore,sideEffects=None,groups=flow.journey.dev,resources=sessions,verbs=create;update,versions=v1alpha1,name=vsessionoutcomes-v1alpha1.flow.journey.dev,admissionReviewVersions=v1,timeoutSeconds=5,patch=`{"matchConditions":[{"name":"outcomes-added","expression":"has(object.spec.outcomes) && size(object.spec.outcomes) > 0 && (request.operation == 'CREATE' || !has(oldObject.spec.outcomes) || object.spec.outcomes != oldObject.spec.outcomes)"}]}`
 
 // outcomesValidator refuses a Session create or update whose spec.outcomes would hold
-// more than step.MaxOutcomesBytes.
+// more than flowv1.MaxOutcomesBytes.
 type outcomesValidator struct{}
 
 // ValidateCreate checks the outcomes of a new Session.
@@ -47,7 +46,7 @@ func outcomesSizeError(old, s *flowv1.Session) error {
 }
 
 // checkOutcomesSize refuses an update that adds External outcomes when spec.outcomes
-// would then hold more than step.MaxOutcomesBytes (data, messages, pathways and a
+// would then hold more than flowv1.MaxOutcomesBytes (data, messages, pathways and a
 // fixed overhead each): the CRD schema cannot measure an outcome's free-form data. An
 // update that adds no outcome is never refused here, so a Session stored before the
 // bound existed can still be edited and compacted.
@@ -55,15 +54,15 @@ func checkOutcomesSize(old, s *flowv1.SessionSpec) field.ErrorList {
 	if s.OutcomeCount() <= old.OutcomeCount() {
 		return nil
 	}
-	n := step.OutcomesBytes(s.Outcomes)
-	if n <= step.MaxOutcomesBytes {
+	n := flowv1.OutcomesBytes(s.Outcomes)
+	if n <= flowv1.MaxOutcomesBytes {
 		return nil
 	}
 	i := len(s.Outcomes) - 1
-	last := step.OutcomeBytes(&s.Outcomes[i])
+	last := flowv1.OutcomeBytes(&s.Outcomes[i])
 	msg := fmt.Sprintf("spec.outcomes would hold %d bytes, more than %d KiB (data, message, pathway and %d bytes an outcome; the last one takes %d): ",
-		n, step.MaxOutcomesBytes/1024, step.OutcomeOverheadBytes, last)
-	if last > step.MaxOutcomesBytes {
+		n, flowv1.MaxOutcomesBytes/1024, flowv1.OutcomeOverheadBytes, last)
+	if last > flowv1.MaxOutcomesBytes {
 		msg += "this outcome alone is too large; send less data (a reference to where the rest is stored, for example)"
 	} else {
 		msg += "drop the processed outcomes from the front of spec.outcomes and raise spec.outcomesDropped by as many (kubectl journey outcome does), or wait until the Session has processed the pending ones"
