@@ -11,12 +11,14 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -48,11 +50,16 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// logs receives every log line of the manager, at every verbosity.
+// maxVerbosity is the highest log verbosity the tests' claims hold at. From 8 up,
+// client-go logs the bodies of the manager's API requests and responses, the
+// Secrets it reads included (see docs/security.md).
+const maxVerbosity = 7
+
+// logs receives every log line of the manager up to maxVerbosity.
 var logs = &syncBuffer{}
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.Level(zapcore.Level(-10))))
+	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.Level(zapcore.Level(-maxVerbosity))))
 	os.Exit(m.Run())
 }
 
@@ -123,8 +130,8 @@ func journey(t *testing.T, c client.Client, ns, name, model, baseURL string) {
 
 // TestAPIKeyAppearsNowhere runs Sessions whose decision agent is an OpenAI-compatible
 // endpoint with its key in a Secret. The endpoint echoes the key in a retried 500 and in
-// a terminal 401. Afterwards the key must not appear in any Session or Journey, any
-// Event of the namespace, or any line the manager logged.
+// a terminal 401. Afterwards the key must not appear in any Session, Journey or
+// Journey revision, any Event of the namespace, or any line the manager logged.
 func TestAPIKeyAppearsNowhere(t *testing.T) {
 	raw := make([]byte, 24)
 	_, _ = rand.Read(raw)
@@ -186,22 +193,10 @@ func TestAPIKeyAppearsNowhere(t *testing.T) {
 	// wait for the stall's Warning.
 	var haystack map[string]string
 	waitFor(t, 10*time.Second, func() error {
-		haystack = map[string]string{}
-		var sessions flowv1.SessionList
-		var journeys flowv1.JourneyList
-		var coreEvents corev1.EventList
-		var events eventsv1.EventList
-		for name, list := range map[string]client.ObjectList{"sessions": &sessions, "journeys": &journeys, "core/v1 events": &coreEvents, "events.k8s.io events": &events} {
-			if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
-				return err
-			}
-			b, err := json.Marshal(list)
-			if err != nil {
-				return err
-			}
-			haystack[name] = string(b)
+		var err error
+		if haystack, err = readable(ctx, c, ns); err != nil {
+			return err
 		}
-		haystack["manager logs"] = logs.String()
 		if !strings.Contains(haystack["events.k8s.io events"], flowv1.ReasonAgentTerminalError) {
 			return fmt.Errorf("no %s event yet", flowv1.ReasonAgentTerminalError)
 		}
@@ -224,6 +219,43 @@ func TestAPIKeyAppearsNowhere(t *testing.T) {
 			t.Errorf("%s hold no scrubbed endpoint error; the test did not exercise the leak it guards against", where)
 		}
 	}
+}
+
+// readable is everything a user or an operator can read about namespace ns: its
+// Sessions, Journeys, Journey revisions and Events (both APIs) as JSON, and every line
+// the managers of this test binary logged up to maxVerbosity, hex dumps joined.
+func readable(ctx context.Context, c client.Client, ns string) (map[string]string, error) {
+	out := map[string]string{}
+	var sessions flowv1.SessionList
+	var journeys flowv1.JourneyList
+	var revisions appsv1.ControllerRevisionList
+	var coreEvents corev1.EventList
+	var events eventsv1.EventList
+	for name, list := range map[string]client.ObjectList{"sessions": &sessions, "journeys": &journeys, "controllerrevisions": &revisions,
+		"core/v1 events": &coreEvents, "events.k8s.io events": &events} {
+		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(list)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = string(b)
+	}
+	out["manager logs"] = joinHexDumps(logs.String())
+	return out, nil
+}
+
+// hexDumpBreak is where one line of a hex dump (encoding/hex.Dump, as client-go logs a
+// protobuf body) ends and the next begins, in a log line's JSON: the text column's
+// closing bar, a newline (escaped or not), the next offset and bytes, and the next
+// text column's opening bar.
+var hexDumpBreak = regexp.MustCompile(`\|(?:\\n|\n)[0-9a-f]{8} (?: {1,2}[0-9a-f]{2}){1,16} +\|`)
+
+// joinHexDumps joins the text columns of the hex dumps in logs, so that a value a dump
+// splits over its 16-byte lines can be found whole.
+func joinHexDumps(logs string) string {
+	return hexDumpBreak.ReplaceAllString(logs, "")
 }
 
 func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
