@@ -91,6 +91,16 @@ func WithoutCRDs() Option {
 	return func(e *envtest.Environment) { e.CRDDirectoryPaths, e.ErrorIfCRDPathMissing = nil, false }
 }
 
+// WithEncryptionProviderConfig starts kube-apiserver with
+// --encryption-provider-config=path: an apiserver.config.k8s.io EncryptionConfiguration
+// saying which resources are encrypted in etcd, and how. etcd's client URL is
+// env.ControlPlane.Etcd.URL, for tests that read what the API server stored.
+func WithEncryptionProviderConfig(path string) Option {
+	return func(e *envtest.Environment) {
+		e.ControlPlane.GetAPIServer().Configure().Set("encryption-provider-config", path)
+	}
+}
+
 // Start starts kube-apiserver and etcd and installs the CRDs of config/crd/bases.
 // Stop it with env.Stop().
 func Start(opts ...Option) (*Environment, error) {
