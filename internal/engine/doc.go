@@ -62,11 +62,13 @@
 // tried in one order, priority (higher first) then declaration, whatever their trigger:
 // an intent whose patterns match (package match: case-insensitive, on word boundaries)
 // or a CEL condition that holds (context, message, session, and outputs: the previous
-// turn's) fires. When intentDetection names an openai agent, the LLM classifier is
-// asked once per message (a ClassifyIntent effect, cached for intentDetection.cacheTTL)
-// about the llmFallback intents tried before the first transition that fired on its
-// own, the only ones that could still win; below confidenceThreshold, "none", an
-// intent not asked about, or an error is no match. The first that fires moves the
+// turn's) fires. The journey's classifier (intentDetection.agent) is asked once per
+// message about the llmFallback intents tried before the first transition that fired
+// on its own, the only ones that could still win: an openai agent through a
+// ClassifyIntent effect (cached for intentDetection.cacheTTL), a builtin one inline
+// (builtin.Classify: the words the message shares with each intent's description and
+// patterns); below confidenceThreshold, "none", an intent not asked about, or an error
+// is no match. The first that fires moves the
 // Session, then applies its contextUpdate (Append de-duplicates; Set; Copy). Entering a
 // pathway with returnBehavior ReturnToPrevious from another pathway pushes the current
 // one; past maxPathwayDepth the move is refused with a Policy failure: FailFast fails

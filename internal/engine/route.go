@@ -22,10 +22,11 @@ type firing struct {
 
 // route is the Route stage of a message turn: the global transitions that apply in the
 // current pathway are tried in one order, priority then declaration, whatever their
-// trigger: an intent whose patterns match or a condition that holds fires. The LLM
-// classifier is asked at most once per message, and only about the llmFallback intents
-// that come before the first transition that fired on its own (the only ones that could
-// still win). The first that fires moves the Session; the turn goes on with the Run
+// trigger: an intent whose patterns match or a condition that holds fires. The
+// journey's classifier is asked at most once per message, and only about the
+// llmFallback intents that come before the first transition that fired on its own (the
+// only ones that could still win): an LLM one through a journaled effect, a builtin
+// one inline. The first that fires moves the Session; the turn goes on with the Run
 // stage in the (new) current pathway.
 func (r *run) route() stageResult {
 	t := r.st.Turn
@@ -57,9 +58,9 @@ func (r *run) route() stageResult {
 // returns the first that fires on its own (a matching pattern, a true condition), with
 // the llmFallback intents met before it whose patterns did not match: those the
 // classifier may still pick over it. A condition that fails to evaluate is recorded
-// and skipped. Without a remote classifier there are no candidates.
+// and skipped. Without a classifier there are no candidates.
 func (r *run) firstFiring(text string) (*firing, []*flowv1.GlobalTransition) {
-	_, llm := r.snap.classifier()
+	_, _, classifier := r.snap.classifier()
 	var candidates []*flowv1.GlobalTransition
 	var act interpreter.Activation
 	for _, gt := range r.snap.transitions {
@@ -70,7 +71,7 @@ func (r *run) firstFiring(text string) (*firing, []*flowv1.GlobalTransition) {
 			if match.Index(text, in.Patterns) >= 0 {
 				return &firing{gt: gt, confidence: "1", reason: "pattern match"}, candidates
 			}
-			if llm && in.LLMFallback {
+			if classifier && in.LLMFallback {
 				candidates = append(candidates, gt)
 			}
 			continue
@@ -90,12 +91,12 @@ func (r *run) firstFiring(text string) (*firing, []*flowv1.GlobalTransition) {
 	return nil, candidates
 }
 
-// classify asks the journey's remote LLM classifier about candidates and returns the
-// transition its journaled answer picks. waiting says the stage stops with res
-// instead: it waits on the classifier, or the budget is spent and the Session is
-// blocked.
+// classify asks the journey's classifier about candidates and returns the transition
+// its answer picks: an LLM classifier's journaled answer, or the builtin classifier's,
+// computed inline (it is pure). waiting says the stage stops with res instead: it
+// waits on the LLM classifier, or the budget is spent and the Session is blocked.
 func (r *run) classify(text string, candidates []*flowv1.GlobalTransition) (f *firing, res stageResult, waiting bool) {
-	ag, ok := r.snap.classifier()
+	ag, remote, ok := r.snap.classifier()
 	if !ok {
 		return nil, turnOver, false
 	}
@@ -105,6 +106,10 @@ func (r *run) classify(text string, candidates []*flowv1.GlobalTransition) (f *f
 		intents = append(intents, agent.Intent{Name: string(gt.Name), Description: in.Description, Patterns: in.Patterns})
 	}
 	req := agent.IntentRequest{Message: text, Intents: intents, Context: r.context(), CacheTTL: r.snap.lim.intentCacheTTL, Pathway: r.st.CurrentPathway}
+	if !remote {
+		ans := builtin.Classify(req)
+		return r.pick(string(ag.Name), ans.Intent, ans.Confidence, ans.Reasoning, candidates), turnOver, false
+	}
 	rec, res := r.remote(flowv1.EffectClassifyIntent, []flowv1.AgentSpec{ag}, "", req)
 	if rec == nil {
 		return nil, res, true
@@ -112,8 +117,7 @@ func (r *run) classify(text string, candidates []*flowv1.GlobalTransition) (f *f
 	return r.classified(rec, candidates), turnOver, false
 }
 
-// classified reads the classifier's journaled answer: the transition it names among
-// candidates, if its confidence reaches the journey's threshold.
+// classified reads the LLM classifier's journaled answer (see pick).
 func (r *run) classified(rec *flowv1.EffectRecord, candidates []*flowv1.GlobalTransition) *firing {
 	res := rec.Result
 	r.addUsage(res.Usage)
@@ -121,21 +125,26 @@ func (r *run) classified(rec *flowv1.EffectRecord, candidates []*flowv1.GlobalTr
 		r.addFailure(*res.Failure)
 		return nil
 	}
-	conf := parseConfidence(res.Confidence, 0)
-	if res.Intent == "" || res.Intent == agent.NoIntent || conf < r.snap.lim.intentThreshold {
+	return r.pick(rec.Agent, res.Intent, parseConfidence(res.Confidence, 0), res.Reasoning, candidates)
+}
+
+// pick is the transition among candidates that a classifier's answer names, if its
+// confidence reaches the journey's threshold; none for "none", and a failure for an
+// intent not asked about.
+func (r *run) pick(by, intent string, conf float64, reason string, candidates []*flowv1.GlobalTransition) *firing {
+	if intent == "" || intent == agent.NoIntent || conf < r.snap.lim.intentThreshold {
 		return nil
 	}
 	for _, gt := range candidates {
-		if string(gt.Name) == res.Intent {
-			reason := res.Reasoning
+		if string(gt.Name) == intent {
 			if reason == "" {
-				reason = "classified by " + rec.Agent
+				reason = "classified by " + by
 			}
-			return &firing{gt: gt, confidence: formatConfidence(conf), agent: rec.Agent, reason: reason}
+			return &firing{gt: gt, confidence: formatConfidence(conf), agent: by, reason: reason}
 		}
 	}
-	r.addFailure(flowv1.Failure{Source: flowv1.FailureLLM, Component: rec.Agent, Kind: flowv1.FailureValidation,
-		Message: fmt.Sprintf("intent %q is not one of the intents asked about", res.Intent)})
+	r.addFailure(flowv1.Failure{Source: flowv1.FailureLLM, Component: by, Kind: flowv1.FailureValidation,
+		Message: fmt.Sprintf("intent %q is not one of the intents asked about", intent)})
 	return nil
 }
 

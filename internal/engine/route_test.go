@@ -2,6 +2,7 @@ package engine
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -400,6 +401,61 @@ func TestClassifierAskedOnlyForIntentsThatCouldWin(t *testing.T) {
 		t.Fatalf("the classifier was asked although escalate fired first: %+v", eff)
 	}
 	s.expect(flowv1.PhaseWaitingForInput, "escalation")
+}
+
+// A builtin classifier scores the llmFallback intents no pattern matched by the words
+// the message shares with their description and patterns, inline (no effect), and the
+// journey's threshold decides.
+func TestBuiltinClassifierRoutesByWords(t *testing.T) {
+	withBuiltin := func(threshold flowv1.Confidence, fallback bool) func(*flowv1.JourneySpec) {
+		return func(j *flowv1.JourneySpec) {
+			j.Agents = append(j.Agents, flowv1.AgentSpec{Name: "triage", Provider: flowv1.ProviderBuiltin})
+			j.IntentDetection = &flowv1.IntentDetection{Agent: "triage", ConfidenceThreshold: threshold}
+			for i := range j.Transitions {
+				if in := j.Transitions[i].Trigger.Intent; j.Transitions[i].Name == "faq-detour" {
+					in.Description = "Questions on costs, or what the insurance plan covers."
+					in.LLMFallback = fallback
+				}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		threshold flowv1.Confidence
+		fallback  bool
+		message   string
+		// want is the pathway after the message; confidence the detour's, if taken.
+		want, confidence string
+	}{
+		{name: "every word matches", fallback: true, message: "Is it covered by my insurance plan?", want: "faq", confidence: "1"},
+		{name: "one word of two is below the default 0.7", fallback: true, message: "Does my insurance pay?", want: "booking"},
+		{name: "one word of two reaches 0.5", threshold: "0.5", fallback: true, message: "Does my insurance pay?", want: "faq", confidence: "0.5"},
+		{name: "no word matches", threshold: "0.5", fallback: true, message: "Dr. Johnson looks great", want: "booking"},
+		{name: "without llmFallback the classifier is not asked", fallback: false, message: "Is it covered by my insurance plan?", want: "booking"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := inBooking(t, withBuiltin(tc.threshold, tc.fallback))
+			s.answer = nil
+			s.say("m2", tc.message)
+			if eff := s.step(); eff != nil {
+				t.Fatalf("the builtin classifier asked for an effect: %+v", eff)
+			}
+			s.settle()
+			if s.st.CurrentPathway != tc.want {
+				t.Fatalf("in %s after %q, want %s; lastDecision %s", s.st.CurrentPathway, tc.message, tc.want, dump(s.st.LastDecision))
+			}
+			if tc.want != "faq" {
+				if d := s.st.LastDecision; d != nil && d.Transition == "faq-detour" {
+					t.Errorf("faq-detour taken: %s", dump(d))
+				}
+				return
+			}
+			d := s.st.LastDecision
+			if d.Transition != "faq-detour" || d.Agent != "triage" || string(d.Confidence) != tc.confidence || !strings.HasPrefix(d.Reasoning, "word overlap: ") {
+				t.Errorf("lastDecision %s, want faq-detour by triage with confidence %s", dump(d), tc.confidence)
+			}
+		})
+	}
 }
 
 // Conditions see the previous turn's outputs.

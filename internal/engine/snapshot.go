@@ -197,18 +197,16 @@ func (s *Snapshot) pathwayAgents(p *flowv1.PathwaySpec) ([]flowv1.AgentSpec, boo
 	return out, true
 }
 
-// classifier returns the intent classifier agent, when it is remote (a builtin one
-// only matches patterns, which already failed when it would be asked).
-func (s *Snapshot) classifier() (flowv1.AgentSpec, bool) {
+// classifier returns the journey's intent classifier (intentDetection.agent) and
+// whether it has one. remote says it is an LLM (journaled) call; a builtin one scores
+// the message inline.
+func (s *Snapshot) classifier() (spec flowv1.AgentSpec, remote, ok bool) {
 	d := s.journey.IntentDetection
 	if d == nil {
-		return flowv1.AgentSpec{}, false
+		return flowv1.AgentSpec{}, false, false
 	}
-	a, ok := s.agents[string(d.Agent)]
-	if !ok || a.Provider != flowv1.ProviderOpenAI {
-		return flowv1.AgentSpec{}, false
-	}
-	return a, true
+	spec, remote = s.resolveAgent(string(d.Agent))
+	return spec, remote, true
 }
 
 // CallLimits bounds the attempts of eff when its agents fail transiently: how many

@@ -1,9 +1,11 @@
 // Package builtin is the offline, deterministic agent provider: pathway turns computed
 // from the Pathway's builtin section (CEL outputs, a text/template reply, CEL outcome
 // and completion), decisions that take the first allowed destination, and intents
-// classified by their patterns only. It reads no clock, makes no network call and uses
-// no randomness, so the engine may apply its answers inside a step without journaling
-// them. Templates and CEL programs are compiled once per source text.
+// classified by their patterns, then by the words the message shares with each
+// intent's description and patterns, with a confidence (Classify). It reads no clock,
+// makes no network call and uses no randomness, so the engine may apply its answers
+// inside a step without journaling them. Templates and CEL programs are compiled once
+// per source text.
 package builtin
 
 import (
@@ -18,7 +20,6 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
-	"github.com/journeyops/journey-operator/internal/engine/match"
 	"github.com/journeyops/journey-operator/internal/expr"
 )
 
@@ -101,8 +102,7 @@ func (a *Agent) Decide(_ context.Context, req agent.DecisionRequest) (agent.Deci
 	return Decide(req, a.confidence), nil
 }
 
-// ClassifyIntent returns the first intent one of whose patterns the message contains,
-// else agent.NoIntent.
+// ClassifyIntent classifies the message offline (see Classify).
 func (a *Agent) ClassifyIntent(_ context.Context, req agent.IntentRequest) (agent.IntentResponse, error) {
 	return Classify(req), nil
 }
@@ -118,16 +118,6 @@ func Decide(req agent.DecisionRequest, confidence float64) agent.DecisionRespons
 		Confidence:  confidence,
 		Reasoning:   "builtin: first allowed destination",
 	}
-}
-
-// Classify is the builtin intent classification: patterns only.
-func Classify(req agent.IntentRequest) agent.IntentResponse {
-	for _, in := range req.Intents {
-		if match.Index(req.Message, in.Patterns) >= 0 {
-			return agent.IntentResponse{Intent: in.Name, Confidence: 1, Reasoning: "pattern match"}
-		}
-	}
-	return agent.IntentResponse{Intent: agent.NoIntent, Confidence: 1, Reasoning: "no pattern matched"}
 }
 
 // Run computes a pathway turn from req.Spec.Builtin:

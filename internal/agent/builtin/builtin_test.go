@@ -3,6 +3,7 @@ package builtin
 import (
 	"context"
 	"errors"
+	"math"
 	"reflect"
 	"testing"
 
@@ -136,22 +137,86 @@ func TestDecide(t *testing.T) {
 }
 
 func TestClassifyIntent(t *testing.T) {
-	req := agent.IntentRequest{Intents: []agent.Intent{
-		{Name: "faq", Patterns: []string{"what is", "why"}},
-		{Name: "reject", Patterns: []string{"don't want"}},
-	}}
+	faq := agent.Intent{
+		Name:        "faq",
+		Description: "The patient asks about costs and copays, or whether the insurance plan covers a visit.",
+		Patterns:    []string{"what is", "why"},
+	}
+	reject := agent.Intent{Name: "reject", Patterns: []string{"don't want"}}
+	shipping := agent.Intent{Name: "shipping", Description: "Where a parcel is, its delivery date, a lost package.", Patterns: []string{"tracking number"}}
+	billing := agent.Intent{Name: "billing", Description: "Invoices, refunds and the plan a customer pays for."}
+	both := []agent.Intent{faq, reject}
+	tests := []struct {
+		name    string
+		intents []agent.Intent
+		message string
+		want    string
+		conf    float64
+	}{
+		// Patterns first, on word boundaries, in the order given.
+		{"pattern", both, "What is the copay?", "faq", 1},
+		{"pattern, typographic apostrophe", both, "I don’t want Dr. Smith", "reject", 1},
+		{"first pattern in order", both, "Why don't want?", "faq", 1},
+		// Then the words the message shares with the description and patterns.
+		{"every word", both, "Is it covered by my insurance plan?", "faq", 1},
+		{"stems and case", both, "COSTS of VISITS", "faq", 1},
+		{"two words of three", both, "Does my plan cover parking?", "faq", 2.0 / 3},
+		{"one word of three", both, "Does my insurance pay for parking?", "faq", 1.0 / 3},
+		{"a pattern's words count", both, "What about Dr. Smith?", "faq", 1.0 / 3},
+		{"the best intent wins", []agent.Intent{faq, shipping, billing}, "My parcel delivery is late", "shipping", 2.0 / 3},
+		{"a shared word counts half", []agent.Intent{faq, billing}, "my plan", "faq", 0.5},
+		{"ties go to the first", []agent.Intent{billing, faq}, "my plan", "billing", 0.5},
+		{"possessive", []agent.Intent{shipping}, "the parcel's delivery", "shipping", 1},
+		// Nothing scores: none.
+		{"no shared word", both, "Mr Whyte is my doctor", agent.NoIntent, 1},
+		{"function words only", both, "Is it that?", agent.NoIntent, 1},
+		{"empty message", both, "", agent.NoIntent, 1},
+		{"no intents", nil, "insurance plan", agent.NoIntent, 1},
+	}
 	a := New(flowv1.AgentSpec{Name: "i"})
-	for msg, want := range map[string]string{
-		"What is the copay?":     "faq",
-		"Mr Whyte is my doctor":  agent.NoIntent,
-		"I don’t want Dr. Smith": "reject",
-		"":                       agent.NoIntent,
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := agent.IntentRequest{Message: tc.message, Intents: tc.intents}
+			got, err := a.ClassifyIntent(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Intent != tc.want || math.Abs(got.Confidence-tc.conf) > 1e-9 {
+				t.Errorf("ClassifyIntent(%q) = %q (%v, %q), want %q (%v)", tc.message, got.Intent, got.Confidence, got.Reasoning, tc.want, tc.conf)
+			}
+			if got.Confidence < 0 || got.Confidence > 1 || got.Reasoning == "" {
+				t.Errorf("confidence %v out of [0,1] or no reasoning %q", got.Confidence, got.Reasoning)
+			}
+			if again := Classify(req); !reflect.DeepEqual(again, got) {
+				t.Errorf("asked twice: %+v, then %+v", got, again)
+			}
+		})
+	}
+}
+
+// The more of the message's words an intent has, the higher its confidence, so a
+// threshold keeps the weak matches out.
+func TestClassifyConfidenceOrder(t *testing.T) {
+	intents := []agent.Intent{{Name: "coverage", Description: "whether the insurance plan covers a specialist visit"}}
+	var last float64
+	for i, msg := range []string{
+		"Tell me about parking, opening hours and the weather",   // 0 of 5
+		"Tell me about parking, opening hours and the insurance", // 1 of 5
+		"Is parking covered by insurance?",                       // 2 of 3
+		"Is my specialist visit covered by insurance?",           // 4 of 4
 	} {
-		req.Message = msg
-		got, _ := a.ClassifyIntent(context.Background(), req)
-		if got.Intent != want {
-			t.Errorf("ClassifyIntent(%q) = %q, want %q", msg, got.Intent, want)
+		got := Classify(agent.IntentRequest{Message: msg, Intents: intents})
+		conf := got.Confidence
+		if got.Intent == agent.NoIntent {
+			conf = 0
 		}
+		if i > 0 && conf <= last {
+			t.Errorf("%q: confidence %v, want more than the previous message's %v", msg, conf, last)
+		}
+		last = conf
+	}
+	if last != 1 {
+		t.Errorf("a message made of the description's words: confidence %v, want 1", last)
 	}
 }
 

@@ -50,6 +50,28 @@ func TestContains(t *testing.T) {
 	}
 }
 
+func TestWords(t *testing.T) {
+	for text, want := range map[string]string{
+		"Is it covered by my insurance plan?": "is it covered by my insurance plan",
+		"I don’t want Dr. Smith's slot":       "i don't want dr smith's slot",
+		"'quoted' rock'n'roll":                "quoted rock'n'roll",
+		"Ünïcode GRÜSSE, snake_case 2pm!":     "ünïcode grüsse snake_case 2pm",
+		"trailing' ' - ''":                    "trailing",
+		"":                                    "",
+	} {
+		got := Words(text)
+		if strings.Join(got, " ") != want {
+			t.Errorf("Words(%q) = %q, want %q", text, got, want)
+		}
+		// A word is what Contains matches on word boundaries.
+		for _, w := range got {
+			if !Contains(text, w) {
+				t.Errorf("Words(%q) has %q, which Contains does not find", text, w)
+			}
+		}
+	}
+}
+
 func TestIndex(t *testing.T) {
 	phrases := []string{"question", "help", "what is"}
 	if got := Index("can you help me", phrases); got != 1 {
