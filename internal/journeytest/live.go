@@ -15,6 +15,7 @@ import (
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/revision"
+	"github.com/journeyops/journey-operator/internal/revision/revdata"
 	protocol "github.com/journeyops/journey-operator/internal/step"
 )
 
@@ -37,7 +38,7 @@ func Fetch(ctx context.Context, c client.Reader, key types.NamespacedName) (*Liv
 	if name == "" {
 		return nil, fmt.Errorf("session %q has not started: status.journeyRevision is empty", key.Name)
 	}
-	raw, err := revision.Read(ctx, c, key.Namespace, name)
+	raw, err := revdata.Read(ctx, c, key.Namespace, name)
 	if err != nil {
 		return nil, fmt.Errorf("getting the session's journey revision %s: %w", name, err)
 	}
@@ -136,7 +137,7 @@ type simulation struct {
 // takes them (an approval when a decision waits, an outcome when an External pathway
 // waits, else the next message), settling after each.
 func simulate(l *LiveSession) (*simulation, error) {
-	data, err := revision.Decode(l.Revision, l.Raw)
+	data, err := revdata.Decode(l.Revision, l.Raw)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,8 @@
 // that data gets, and how a revision is read back and compiled into the engine's
 // Snapshot. The Journey controller writes revisions, the Session controller and the
 // offline runner (journey tests, record and replay) read them, all through this package.
+// The stored form itself, and reading it back, are in revdata, which does not depend
+// on the engine: the admission webhook reads revisions through it.
 package revision
 
 import (
@@ -13,33 +15,18 @@ import (
 	"fmt"
 	"sync"
 
-	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/lru"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/engine"
+	"github.com/journeyops/journey-operator/internal/revision/revdata"
 )
 
-// Data is what a Journey ControllerRevision holds: the Journey spec and the resolved
-// Pathway specs by local name. Sessions pin one, so editing a Journey or a Pathway
-// never changes a running Session.
-type Data struct {
-	Journey  flowv1.JourneySpec             `json:"journey"`
-	Pathways map[string]*flowv1.PathwaySpec `json:"pathways"`
-	// Tools pins the server tools as their servers listed them, by tool name in the
-	// journey, so a running Session never sees a tool change under it.
-	Tools map[string]*ToolSchema `json:"tools,omitempty"`
-}
+// Data is what a Journey ControllerRevision holds (revdata.Data).
+type Data = revdata.Data
 
-// ToolSchema is a server tool as its server described it.
-type ToolSchema struct {
-	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
-	ReadOnly    bool            `json:"readOnly,omitempty"`
-	Destructive bool            `json:"destructive,omitempty"`
-}
+// ToolSchema is a server tool as its server described it (revdata.ToolSchema).
+type ToolSchema = revdata.ToolSchema
 
 // LabelJourney marks the ControllerRevisions of a Journey.
 const LabelJourney = "flow.journey.dev/journey"
@@ -83,18 +70,9 @@ func Build(journey string, data *Data) (*engine.Snapshot, string, error) {
 	return snap, name, err
 }
 
-// Decode reads the stored data of the revision name.
-func Decode(name string, raw []byte) (*Data, error) {
-	var data Data
-	if err := json.Unmarshal(raw, &data); err != nil {
-		return nil, fmt.Errorf("revision %s: %w", name, err)
-	}
-	return &data, nil
-}
-
 // Compile compiles the stored data of the revision name into a snapshot.
 func Compile(name string, raw []byte) (*engine.Snapshot, error) {
-	data, err := Decode(name, raw)
+	data, err := revdata.Decode(name, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -110,16 +88,6 @@ func Compile(name string, raw []byte) (*engine.Snapshot, error) {
 		snap = snap.WithServerTools(pinned)
 	}
 	return snap, nil
-}
-
-// Read returns the stored data of the ControllerRevision namespace/name. The error of
-// the read is returned as it is (apierrors.IsNotFound works on it).
-func Read(ctx context.Context, r client.Reader, namespace, name string) ([]byte, error) {
-	var rev appsv1.ControllerRevision
-	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &rev); err != nil {
-		return nil, err
-	}
-	return rev.Data.Raw, nil
 }
 
 // Cache keeps compiled snapshots of revisions. Revisions are immutable, so an entry
@@ -144,7 +112,7 @@ func (c *Cache) Get(ctx context.Context, r client.Reader, namespace, name string
 	}
 	c.mu.Unlock()
 
-	raw, err := Read(ctx, r, namespace, name)
+	raw, err := revdata.Read(ctx, r, namespace, name)
 	if err != nil {
 		return nil, err
 	}

@@ -2,15 +2,14 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/revision/revdata"
 )
 
 // approverResolver finds a decision's approvers in the Pathway spec the decision was
@@ -31,12 +30,6 @@ type approverResolver struct {
 	reader client.Reader
 }
 
-// revisionPathways is the part of a Journey ControllerRevision's data the webhook
-// reads: the resolved Pathway specs by local name (internal/revision.Data).
-type revisionPathways struct {
-	Pathways map[string]*flowv1.PathwaySpec `json:"pathways"`
-}
-
 func (r *approverResolver) approvers(ctx context.Context, s *flowv1.Session, d *flowv1.DecisionRecord) (flowv1.Approvers, bool, error) {
 	if d.From == "" {
 		return flowv1.Approvers{}, false, errors.New("the decision names no pathway (status.lastDecision.from is empty)")
@@ -52,13 +45,13 @@ func (r *approverResolver) approvers(ctx context.Context, s *flowv1.Session, d *
 // pathway returns the spec of the pathway with local name local, as the Session sees it.
 func (r *approverResolver) pathway(ctx context.Context, s *flowv1.Session, local string) (*flowv1.PathwaySpec, error) {
 	if rev := s.Status.JourneyRevision; rev != "" {
-		var cr appsv1.ControllerRevision
-		if err := r.reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: rev}, &cr); err != nil {
+		raw, err := revdata.Read(ctx, r.reader, s.Namespace, rev)
+		if err != nil {
 			return nil, fmt.Errorf("reading the Session's revision %s: %w", rev, err)
 		}
-		var data revisionPathways
-		if err := json.Unmarshal(cr.Data.Raw, &data); err != nil {
-			return nil, fmt.Errorf("decoding revision %s: %w", rev, err)
+		data, err := revdata.Decode(rev, raw)
+		if err != nil {
+			return nil, fmt.Errorf("decoding %w", err)
 		}
 		p := data.Pathways[local]
 		if p == nil {
