@@ -84,3 +84,37 @@ func TestBuiltinAgentOutputsAreValidated(t *testing.T) {
 		t.Fatalf("issues %q", issues)
 	}
 }
+
+// A builtin Router picks a handler by its patterns, then by the words of the handlers'
+// names in the message, else the second agent.
+func TestBuiltinRouterPicksByPatternsThenNames(t *testing.T) {
+	d := journeyOf("chat", map[string]*flowv1.PathwaySpec{
+		"chat": {Agents: []flowv1.Name{"triage", "billing-desk", "clinical-team"}, Pipeline: flowv1.PipelineRouter,
+			Builtin: &flowv1.BuiltinPathway{Complete: "false"}},
+	}, func(j *flowv1.JourneySpec) {
+		agent := func(name, reply string, patterns ...string) flowv1.AgentSpec {
+			return flowv1.AgentSpec{Name: flowv1.Name(name), Provider: flowv1.ProviderBuiltin,
+				Builtin: &flowv1.BuiltinAgent{Reply: reply, Patterns: patterns}}
+		}
+		j.Agents = []flowv1.AgentSpec{
+			{Name: "triage", Provider: flowv1.ProviderBuiltin},
+			agent("billing-desk", "billing", "invoice"),
+			agent("clinical-team", "clinical", "symptom"),
+		}
+	})
+	for message, want := range map[string]string{
+		"a symptom since Monday":      "clinical",
+		"my invoice":                  "billing",
+		"I need the clinical team":    "clinical",
+		"put me through to the desk":  "billing",
+		"hello, is anybody there?":    "billing",
+		"the clinical invoice, again": "billing",
+	} {
+		s := newSession(t, d)
+		s.say("m1", message)
+		s.settle()
+		if got := s.st.LastTurn.AssistantText; got != want {
+			t.Errorf("%q went to %q, want %q", message, got, want)
+		}
+	}
+}
