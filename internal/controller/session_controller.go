@@ -2,9 +2,11 @@ package controller
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -69,6 +71,9 @@ type SessionReconciler struct {
 	Tracing *tracing.Provider
 
 	snapshots *revision.Cache
+	// written holds, per Session, the status.step of this reconciler's last status
+	// write until the cache has seen it (see fresh).
+	written sync.Map
 }
 
 // +kubebuilder:rbac:groups=flow.journey.dev,resources=sessions,verbs=get;list;watch;delete
@@ -83,7 +88,13 @@ type SessionReconciler struct {
 func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var s flowv1.Session
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.Delete(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !r.fresh(&s) {
+		return computeResult(outcome{kind: conflict})
 	}
 	if !s.DeletionTimestamp.IsZero() || !r.inShard(&s) {
 		return ctrl.Result{}, nil
@@ -93,6 +104,29 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return computeResult(r.finished(ctx, &s, now))
 	}
 	return computeResult(r.finish(ctx, &s, r.step(ctx, &s, now), now))
+}
+
+// fresh reports whether the cached s holds this reconciler's last status write. A
+// reconcile that starts on an event queued while the previous one ran (a message sent
+// while a model was answering) may read the cache before it holds the status that
+// reconcile wrote; stepping that stale status would ask the model again, only for
+// the write to fail. So it waits for the cache instead, like a conflict.
+func (r *SessionReconciler) fresh(s *flowv1.Session) bool {
+	key := client.ObjectKeyFromObject(s)
+	v, ok := r.written.Load(key)
+	if !ok {
+		return true
+	}
+	if s.Status.Step < v.(int64) {
+		return false
+	}
+	r.written.CompareAndDelete(key, v)
+	return true
+}
+
+// wrote records that s's status was written at step, for fresh.
+func (r *SessionReconciler) wrote(s *flowv1.Session, step int64) {
+	r.written.Store(client.ObjectKeyFromObject(s), step)
 }
 
 // finished reconciles a Session that ended: its status only records the generation it

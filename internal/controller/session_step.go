@@ -30,7 +30,7 @@ import (
 const terminalRetry = 5 * time.Minute
 
 // pureSteps is how many steps that call no agent a reconcile takes after its first
-// one before it writes the status (see step.Loop.PureSteps).
+// one before it writes the status (see step.Loop.MoreSteps).
 const pureSteps = 16
 
 // sessionStep is what one reconcile of a Session computed: the status to write, and
@@ -81,7 +81,7 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 	if err != nil {
 		return sessionStep{then: failed(err)}
 	}
-	loop := step.Loop{Performer: r.performer(s.Namespace, s.Spec.JourneyRef.Name), StallRetry: terminalRetry, PureSteps: pureSteps}
+	loop := step.Loop{Performer: r.performer(s.Namespace, s.Spec.JourneyRef.Name), StallRetry: terminalRetry, MoreSteps: pureSteps}
 	ctx, tr := r.Tracing.Begin(ctx, s)
 	res, err := loop.Step(ctx, snap, step.Input{Generation: s.Generation, Input: engine.Input{
 		Spec: &s.Spec, Status: &s.Status, Now: now,
@@ -127,9 +127,12 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 	step.Observe(st.status, s.Generation)
 	old, before := s.Status.DeepCopy(), s.DeepCopy()
 	s.Status = *st.status
-	if out, ok := writeStatus(ctx, r.Client, before, s, equality.Semantic.DeepEqual(old, st.status)); !ok {
+	if out, ok := writeSessionStatus(ctx, r.Client, before, s, equality.Semantic.DeepEqual(old, st.status)); !ok {
 		// On a conflict someone wrote first: the step is dropped, nothing was applied.
 		return out
+	}
+	if st.status.Step > old.Step {
+		r.wrote(s, st.status.Step)
 	}
 	st.trace.End()
 	switch st.step {

@@ -2,15 +2,19 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
 
 // outcomeKind is how a reconcile ended.
@@ -79,12 +83,33 @@ func writeStatus(ctx context.Context, c client.Client, before, obj client.Object
 	if unchanged {
 		return outcome{}, true
 	}
-	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+	return patchStatus(ctx, c, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}
+
+// writeSessionStatus is writeStatus for a Session stepped from before: its patch is
+// conditioned on the status the step read, not on the spec (see sessionStatusPatch).
+func writeSessionStatus(ctx context.Context, c client.Client, before, s *flowv1.Session, unchanged bool) (outcome, bool) {
+	if unchanged {
+		return outcome{}, true
+	}
+	patch, err := sessionStatusPatch(before, s)
+	if err != nil {
+		return failed(err), false
+	}
+	if patch == nil {
+		return writeStatus(ctx, c, before, s, false)
+	}
+	return patchStatus(ctx, c, s, patch)
+}
+
+// patchStatus applies patch to obj's status subresource. A failed test of a JSON
+// patch means another writer changed what the patch was conditioned on: a conflict.
+func patchStatus(ctx context.Context, c client.Client, obj client.Object, patch client.Patch) (outcome, bool) {
 	err := c.Status().Patch(ctx, obj, patch)
 	switch {
 	case err == nil:
 		return outcome{}, true
-	case apierrors.IsConflict(err):
+	case apierrors.IsConflict(err), failedTest(patch, err):
 		log.FromContext(ctx).V(4).Info("Status conflict, retrying on fresh data", "object", klog.KObj(obj))
 		return outcome{kind: conflict}, false
 	}
@@ -105,4 +130,11 @@ func reconcileStatus[T client.Object, S any](ctx context.Context, c client.Clien
 		out = werr
 	}
 	return computeResult(out)
+}
+
+// failedTest reports whether err is the API server refusing a JSON patch because one
+// of its test operations failed.
+func failedTest(patch client.Patch, err error) bool {
+	return patch.Type() == types.JSONPatchType && (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) &&
+		strings.Contains(err.Error(), "testing value")
 }

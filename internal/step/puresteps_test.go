@@ -24,7 +24,7 @@ func builtinChat(t *testing.T) *engine.Snapshot {
 }
 
 // Pure steps are taken together: one write processes the pending messages of a builtin
-// chat, up to PureSteps more steps, and reaches the status that steps one at a time
+// chat, up to MoreSteps more steps, and reaches the status that steps one at a time
 // reach.
 func TestPureStepsAreWrittenTogether(t *testing.T) {
 	snap := builtinChat(t)
@@ -54,7 +54,7 @@ func TestPureStepsAreWrittenTogether(t *testing.T) {
 		return nil, 0
 	}
 	one, oneWrites := settle(step.Loop{Performer: refuse(t)})
-	together, writes := settle(step.Loop{Performer: refuse(t), PureSteps: 16})
+	together, writes := settle(step.Loop{Performer: refuse(t), MoreSteps: 16})
 	if together.ProcessedMessages != 5 || together.Step != one.Step || together.Turns != one.Turns {
 		t.Errorf("together: processed %d, step %d, turns %d; one at a time: step %d, turns %d",
 			together.ProcessedMessages, together.Step, together.Turns, one.Step, one.Turns)
@@ -62,8 +62,8 @@ func TestPureStepsAreWrittenTogether(t *testing.T) {
 	if writes != 1 || oneWrites <= writes {
 		t.Errorf("%d writes together, %d one step at a time", writes, oneWrites)
 	}
-	_, capped := settle(step.Loop{Performer: refuse(t), PureSteps: 1})
+	_, capped := settle(step.Loop{Performer: refuse(t), MoreSteps: 1})
 	if capped <= writes {
-		t.Errorf("PureSteps 1 took %d writes", capped)
+		t.Errorf("MoreSteps 1 took %d writes", capped)
 	}
 }

@@ -83,8 +83,12 @@ type Result struct {
 	// Status is the Session's next status, deep-equal to the input when Outcome is
 	// Unchanged (or when a failing agent changes nothing more).
 	Status *flowv1.SessionStatus
-	// Effect is the effect the step asked for, nil for none.
+	// Effect is the last effect the write performed (or the one that failed), nil
+	// for none.
 	Effect *engine.Effect
+	// Calls counts the effects the write performed: at most one model call, and tool
+	// calls.
+	Calls int
 	// Outcome is what the step did.
 	Outcome Outcome
 	// Reason, Message and Err say why the agent failed, for AgentRetry and
@@ -99,77 +103,126 @@ type Loop struct {
 	// StallRetry, when set, is how often the caller tries a Session stalled by a
 	// terminal agent error again; the Stalled condition says so.
 	StallRetry time.Duration
-	// PureSteps, when positive, is how many more steps a step that called no agent may
-	// take before its status is written, as long as each of them calls no agent
-	// either: builtin agents, an entry run that follows a transition, the next pending
-	// message of a builtin chat. Those steps are pure, so taking them together changes
-	// nothing a crash could observe (no agent answer is applied unrecorded), and saves
-	// a status write each. Zero takes one step at a time.
-	PureSteps int
+	// MoreSteps, when positive, is how many more engine steps one write may carry
+	// after its first, besides the steps that apply a journaled answer (those are
+	// always taken: see Step). Zero takes one step, and the step that applies its
+	// answer, per write.
+	MoreSteps int
 }
 
-// Step takes one step of the Session in on snap.
+// Step takes the engine steps of one status write, performing their effects, and
+// returns the status to write. The write carries:
+//
+//   - at most one model call (a RunPathway, Decide or ClassifyIntent effect), its
+//     answer journaled and applied in the same status: applying is pure, so a crash
+//     before the write repeats that one call and nothing was acted on;
+//   - the tool calls whose write-ahead records the Session had already written (a
+//     model answer's calls are planned in the write that journals the answer, and
+//     made in the next reconcile, each with the idempotency key of its record), and
+//     builtin tool calls, which are pure;
+//   - pure steps (builtin agents, an entry run after a transition, the next pending
+//     message of a builtin chat), up to MoreSteps of them.
+//
+// It stops before a step whose effect it may not perform: that step is left for the
+// next write, which takes it again from the written status (the engine is
+// deterministic). So a turn with no model call is one write, and a turn with k model
+// calls is k writes, whatever its tool calls.
 func (l *Loop) Step(ctx context.Context, snap *engine.Snapshot, in Input) (Result, error) {
-	status, eff := engine.Step(snap, in.Input)
-	res := Result{Status: status, Effect: eff, Outcome: Changed}
-	if eff != nil {
-		ans, err := l.perform(ctx, snap, in, eff)
-		if err != nil {
-			return res, err
-		}
-		if failed, ok := l.agentFailed(snap, in, eff, &ans); ok {
-			failed.Effect = eff
-			return failed, nil
-		}
-		rec := ans.Record.DeepCopy()
-		if rec == nil {
-			rec = eff.Record(in.SessionUID, status.Step, ans.Response, ans.Err)
-			if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-				rec.SpanID = sc.SpanID().String() // the traced step that obtained it
+	res := Result{Outcome: Changed}
+	status, modelCalls := in.Status, 0
+steps:
+	for taken := 0; taken < maxStepsPerWrite; taken++ {
+		next := in.Input
+		next.Status = status
+		st, eff := engine.Step(snap, next)
+		if taken > 0 {
+			switch {
+			case eff == nil && st.Step == status.Step:
+				break steps // nothing more to do
+			case status.PendingEffect == nil && taken > l.MoreSteps:
+				break steps // the write carries enough
+			case eff != nil && !mayPerform(eff, in.Status, modelCalls):
+				break steps // left for the next write
 			}
 		}
-		journal(status, rec, snap.Journey().Limits.MaxJournal, in.Now)
-		res.Outcome = Performed
-	}
-	if eff == nil {
-		res.Status = l.pureSteps(snap, in, status)
-		status = res.Status
+		if eff != nil {
+			ans, err := l.perform(ctx, snap, status, in.Now, eff)
+			if err != nil {
+				res.Status, res.Effect = st, eff
+				return res, err
+			}
+			if failed, ok := l.agentFailed(snap, status, in, eff, &ans); ok {
+				failed.Effect = eff
+				return failed, nil
+			}
+			rec := ans.Record.DeepCopy()
+			if rec == nil {
+				rec = eff.Record(in.SessionUID, st.Step, ans.Response, ans.Err)
+				if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+					rec.SpanID = sc.SpanID().String() // the traced step that obtained it
+				}
+			}
+			journal(st, rec, snap.Journey().Limits.MaxJournal, in.Now)
+			res.Outcome, res.Effect = Performed, eff
+			res.Calls++
+			if isModelCall(eff) {
+				modelCalls++
+			}
+		}
+		status = st
 	}
 	// A retry count is about the call the Session waits on: answered, or no longer
 	// asked, it is over.
 	status.AgentRetry = nil
 	Observe(status, in.Generation)
+	res.Status = status
 	if equality.Semantic.DeepEqual(in.Status, status) {
 		res.Outcome = Unchanged
 	}
 	return res, nil
 }
 
-// pureSteps takes up to l.PureSteps more steps after status, each calling no agent,
-// and returns the status they lead to. A step that would call an agent is left for the
-// next write: it is not taken.
-func (l *Loop) pureSteps(snap *engine.Snapshot, in Input, status *flowv1.SessionStatus) *flowv1.SessionStatus {
-	for range l.PureSteps {
-		next := in.Input
-		next.Status = status
-		st, eff := engine.Step(snap, next)
-		if eff != nil || st.Step == status.Step {
-			break
-		}
-		status = st
+// maxStepsPerWrite bounds the engine steps of one write, whatever they are: the
+// engine makes progress at every step, so this only guards against a defect.
+const maxStepsPerWrite = 256
+
+// isModelCall reports whether eff asks a model (or any remote agent), as opposed to
+// a tool.
+func isModelCall(eff *engine.Effect) bool {
+	return eff.Kind != flowv1.EffectCallTool
+}
+
+// mayPerform reports whether a write that already performed modelCalls model calls
+// may also perform eff: a model call when it is the write's first; a server tool
+// call when written holds its write-ahead record (the status the Session has
+// written); a builtin tool call always, as it is pure.
+func mayPerform(eff *engine.Effect, written *flowv1.SessionStatus, modelCalls int) bool {
+	if isModelCall(eff) {
+		return modelCalls == 0
 	}
-	return status
+	if eff.Tool.Builtin != "" {
+		return true
+	}
+	if written == nil || written.Turn == nil {
+		return false
+	}
+	for i := range written.Turn.ToolCalls {
+		if written.Turn.ToolCalls[i].ID == eff.Tool.ID {
+			return true
+		}
+	}
+	return false
 }
 
 // perform performs eff, within what is left of its timeout (the pathway's timeout,
 // counted from the call's first attempt). A call whose time is up is not made: its
 // answer is a timeout error.
-func (l *Loop) perform(ctx context.Context, snap *engine.Snapshot, in Input, eff *engine.Effect) (Answer, error) {
+func (l *Loop) perform(ctx context.Context, snap *engine.Snapshot, status *flowv1.SessionStatus, now time.Time, eff *engine.Effect) (Answer, error) {
 	_, timeout := snap.CallLimits(eff)
 	if timeout <= 0 {
 		return l.Performer.Perform(ctx, eff)
 	}
-	left := retrySince(in.Status, eff, in.Now).Add(timeout).Sub(in.Now)
+	left := retrySince(status, eff, now).Add(timeout).Sub(now)
 	if left <= 0 {
 		return Answer{Err: callTimedOut(eff, timeout)}, nil
 	}
@@ -201,14 +254,15 @@ func retrySince(st *flowv1.SessionStatus, eff *engine.Effect, now time.Time) tim
 }
 
 // agentFailed returns the result of an answer that is a Transient or Terminal agent
-// error: the Session's own status with the failure said in its conditions. A
+// error: before, the status the write reached before the failing call, with the
+// failure said in its conditions. A
 // transient error that used up the call's attempts becomes the call's answer (ans.Err
 // is then journaled, so the engine applies it as a failed call): ok is false.
-func (l *Loop) agentFailed(snap *engine.Snapshot, in Input, eff *engine.Effect, ans *Answer) (Result, bool) {
+func (l *Loop) agentFailed(snap *engine.Snapshot, before *flowv1.SessionStatus, in Input, eff *engine.Effect, ans *Answer) (Result, bool) {
 	if ans.Record != nil || ans.Err == nil {
 		return Result{}, false
 	}
-	status := in.Status.DeepCopy()
+	status := before.DeepCopy()
 	if status == nil {
 		status = &flowv1.SessionStatus{}
 	}
