@@ -15,19 +15,15 @@ import (
 	"github.com/journeyops/journey-operator/internal/agent"
 	"github.com/journeyops/journey-operator/internal/agent/builtin"
 	"github.com/journeyops/journey-operator/internal/agent/openai"
+	"github.com/journeyops/journey-operator/internal/step"
 )
 
-// AgentFactory builds the agent that answers for an AgentSpec in a namespace.
-type AgentFactory interface {
-	Agent(ctx context.Context, secrets client.Reader, namespace string, spec flowv1.AgentSpec) (agent.Agent, error)
-}
+// AgentFactory builds the agent that answers for an AgentSpec in a namespace: the
+// step protocol's port.
+type AgentFactory = step.AgentFactory
 
 // AgentFactoryFunc adapts a function to AgentFactory.
-type AgentFactoryFunc func(ctx context.Context, secrets client.Reader, namespace string, spec flowv1.AgentSpec) (agent.Agent, error)
-
-func (f AgentFactoryFunc) Agent(ctx context.Context, secrets client.Reader, namespace string, spec flowv1.AgentSpec) (agent.Agent, error) {
-	return f(ctx, secrets, namespace, spec)
-}
+type AgentFactoryFunc = step.AgentFactoryFunc
 
 // intentCacheTTL is how long a classification is reused when the journey sets no
 // intentDetection.cacheTTL (the engine passes it with each request). One cache serves the

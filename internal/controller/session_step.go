@@ -83,10 +83,7 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 	}
 	loop := step.Loop{Performer: r.performer(s.Namespace, s.Spec.JourneyRef.Name), StallRetry: terminalRetry, MoreSteps: pureSteps}
 	ctx, tr := r.Tracing.Begin(ctx, s)
-	res, err := loop.Step(ctx, snap, step.Input{Generation: s.Generation, Input: engine.Input{
-		Spec: &s.Spec, Status: &s.Status, Now: now,
-		SessionName: s.Name, SessionUID: string(s.UID), CreationTime: s.CreationTimestamp.Time,
-	}})
+	res, err := loop.Step(ctx, snap, step.InputOf(s, now))
 	if err != nil {
 		return sessionStep{then: failed(err)}
 	}
@@ -236,34 +233,31 @@ func (r *SessionReconciler) emit(s *flowv1.Session, old, status *flowv1.SessionS
 	}
 }
 
-// performer performs effects with the agents r.Agents builds for namespace.
+// performer performs the effects of a Session of journey in namespace: agents built
+// by r.Agents with the Journey's current connection settings, tools called by r.Tools,
+// each call measured (and traced, for tools).
 func (r *SessionReconciler) performer(namespace, journey string) step.Performer {
-	return step.PerformerFunc(func(ctx context.Context, eff *engine.Effect) (step.Answer, error) {
-		resp, err := r.perform(ctx, namespace, journey, eff)
-		return step.Answer{Response: resp, Err: err}, nil
-	})
+	return &step.Agents{
+		Namespace: namespace, Factory: r.Agents, Secrets: r.APIReader, Tools: r.Tools,
+		Connect: func(ctx context.Context, spec flowv1.AgentSpec) flowv1.AgentSpec {
+			return r.connected(ctx, namespace, journey, spec)
+		},
+		Around: measure,
+	}
 }
 
-// perform makes the agent call an effect asks for, and measures it. The agents reach
-// their models with the connection settings of the Journey's current spec.
-func (r *SessionReconciler) perform(ctx context.Context, namespace, journey string, eff *engine.Effect) (any, error) {
+// measure makes the call of eff and records its duration and tokens; a tool call is
+// also a span of the step's trace.
+func measure(ctx context.Context, eff *engine.Effect, call func(context.Context) (any, error)) (any, error) {
 	if eff.Kind == flowv1.EffectCallTool {
-		return r.callTool(ctx, namespace, eff)
+		return traceTool(ctx, eff, call)
 	}
-	agents := make([]agent.Agent, 0, len(eff.Agents))
-	for _, spec := range eff.Agents {
-		a, err := r.Agents.Agent(ctx, r.APIReader, namespace, r.connected(ctx, namespace, journey, spec))
-		if err != nil {
-			return nil, err
-		}
-		agents = append(agents, a)
+	provider, role := "", string(eff.Kind)
+	if len(eff.Agents) > 0 {
+		provider = string(eff.Agents[0].Provider)
 	}
-	if len(agents) == 0 {
-		return nil, &agent.Error{Class: agent.Terminal, Kind: flowv1.FailureValidation, Source: flowv1.FailureSystem, Err: errors.New("effect names no agent")}
-	}
-	provider, role := string(eff.Agents[0].Provider), string(eff.Kind)
 	start := time.Now()
-	resp, err := step.Call(ctx, agents, eff)
+	resp, err := call(ctx)
 	result := "ok"
 	if err != nil {
 		result = string(agent.ClassOf(err))

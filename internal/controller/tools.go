@@ -21,19 +21,22 @@ import (
 // toolServerRetry is how soon a Journey whose tool server could not be listed tries again.
 const toolServerRetry = 30 * time.Second
 
-// callTool makes the tool call of a CallTool effect: the one function every tool call
-// of a Session goes through.
-func (r *SessionReconciler) callTool(ctx context.Context, namespace string, eff *engine.Effect) (any, error) {
+// traceTool makes the tool call of a CallTool effect as a span of the step's trace,
+// and measures it.
+func traceTool(ctx context.Context, eff *engine.Effect, call func(context.Context) (any, error)) (any, error) {
 	start := time.Now()
 	ctx, span := tracing.StartTool(ctx, eff.Tool.Tool, eff.Tool.IdempotencyKey, eff.Tool.ApprovedBy)
-	resp, err := r.Tools.CallTool(ctx, namespace, *eff.Tool)
+	resp, err := call(ctx)
 	result := "ok"
 	if err != nil {
 		result = string(agent.ClassOf(err))
 	}
 	if span.IsRecording() {
 		args, _ := json.Marshal(eff.Tool.Args)
-		out, _ := json.Marshal(resp.Result)
+		var out []byte
+		if r, ok := resp.(agent.ToolResponse); ok {
+			out, _ = json.Marshal(r.Result)
+		}
 		tracing.ToolContent(ctx, span, string(args), string(out))
 	}
 	tracing.EndTool(span, err, result)

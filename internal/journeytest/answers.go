@@ -2,6 +2,7 @@ package journeytest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,7 +10,6 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
-	"github.com/journeyops/journey-operator/internal/agent/builtin"
 	"github.com/journeyops/journey-operator/internal/engine"
 	protocol "github.com/journeyops/journey-operator/internal/step"
 )
@@ -93,7 +93,7 @@ type script struct {
 func (s *script) answer(eff *engine.Effect) (reply, error) {
 	if eff.Kind == flowv1.EffectCallTool && eff.Tool != nil && eff.Tool.Builtin != "" {
 		// A builtin tool is pure: it is computed, as the controller computes it.
-		resp, err := builtin.CallTool(*eff.Tool)
+		resp, err := protocol.Call(context.Background(), nil, eff)
 		return reply{resp: resp, err: err}, nil
 	}
 	if eff.Kind == flowv1.EffectCallTool && eff.Tool != nil && !s.nextIsToolAnswer(eff) {

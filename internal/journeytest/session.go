@@ -38,10 +38,9 @@ type answerer interface {
 }
 
 // session is a Session driven offline by the Session controller's own step protocol
-// (package step): one engine step per reconcile, the one effect answered and
-// journaled in status.pendingEffect before the status is written, nothing written when
-// nothing changed. The clock starts at the creation time and advances one second per
-// write.
+// (package step): each write's effects answered from the test, journaled and applied
+// as the controller's writes are, nothing written when nothing changed. The clock
+// starts at the creation time and advances one second per write.
 type session struct {
 	snap       *engine.Snapshot
 	name, uid  string

@@ -34,6 +34,14 @@ type Input struct {
 	Generation int64
 }
 
+// InputOf is Session s as a step reads it at now.
+func InputOf(s *flowv1.Session, now time.Time) Input {
+	return Input{Generation: s.Generation, Input: engine.Input{
+		Spec: &s.Spec, Status: &s.Status, Now: now,
+		SessionName: s.Name, SessionUID: string(s.UID), CreationTime: s.CreationTimestamp.Time,
+	}}
+}
+
 // Answer is a performer's answer to an effect.
 type Answer struct {
 	// Response is what the agents returned (agent.PathwayResponse, DecisionResponse or

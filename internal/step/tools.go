@@ -10,9 +10,9 @@ import (
 	"github.com/journeyops/journey-operator/internal/engine"
 )
 
-// callTool is the CallTool kind: one tool call made from its write-ahead record. The
-// step protocol performs builtin tools itself; a server tool needs a ToolCaller (the
-// controller's), or its result recorded in a journey test.
+// callTool is the CallTool kind: one tool call made from its write-ahead record. Its
+// Call computes a builtin tool (the one place that does); a server tool needs a
+// ToolCaller (see Agents), or its result recorded in a journey test.
 var callTool = &Kind{
 	Name: flowv1.EffectCallTool,
 	Call: func(_ context.Context, _ []agent.Agent, eff *engine.Effect) (any, error) {
@@ -33,9 +33,4 @@ var callTool = &Kind{
 	},
 	Describe: func(eff *engine.Effect) string { return "CallTool of tool " + eff.Tool.Tool },
 	Pathway:  func(*engine.Effect) string { return "" },
-}
-
-// ToolCaller performs calls to tools: builtin ones and those of MCP servers.
-type ToolCaller interface {
-	CallTool(ctx context.Context, namespace string, req agent.ToolRequest) (agent.ToolResponse, error)
 }

@@ -23,7 +23,6 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
-	"github.com/journeyops/journey-operator/internal/agent/builtin"
 	"github.com/journeyops/journey-operator/internal/tracing"
 )
 
@@ -49,7 +48,9 @@ type Caller struct {
 // result the server marks as an error is the tool's answer (ToolResponse.Error).
 func (c *Caller) CallTool(ctx context.Context, namespace string, req agent.ToolRequest) (agent.ToolResponse, error) {
 	if req.Server == nil {
-		return builtin.CallTool(req)
+		// Builtin tools are computed by the step protocol, never sent here.
+		return agent.ToolResponse{}, &agent.Error{Class: agent.Terminal, Source: flowv1.FailureSystem, Kind: flowv1.FailureValidation, Agent: req.Tool,
+			Err: fmt.Errorf("tool %s names no server", req.Tool)}
 	}
 	start := time.Now()
 	session, err := c.connect(ctx, namespace, req.Server, req.IdempotencyKey)
