@@ -52,13 +52,18 @@ func EstimateTokens(chars int) int64 {
 	return int64((chars + charsPerToken - 1) / charsPerToken)
 }
 
-// WorstCaseCost is the cost at pricing of a call with promptTokens of prompt that
-// generates maxCompletionTokens, the most its token cap allows.
-func WorstCaseCost(pricing *flowv1.Pricing, promptTokens, maxCompletionTokens int64) float64 {
-	return Cost(pricing, Usage{PromptTokens: promptTokens, CompletionTokens: maxCompletionTokens})
+// WorstCaseCost is the most one call of the agent spec can cost, in US dollars, for a
+// prompt of promptTokens (EstimateTokens of its characters): the prompt plus a full
+// answer of MaxTokens(spec), at the agent's pricing. A retried call that fails costs
+// nothing at the usual providers, so this is the figure a budget check compares with
+// what is left before calling.
+func WorstCaseCost(spec flowv1.AgentSpec, promptTokens int64) float64 {
+	return Cost(spec.Pricing, Usage{PromptTokens: promptTokens, CompletionTokens: MaxTokens(spec)})
 }
 
-// DefaultMaxTokens caps the tokens of one answer of an agent without maxTokens.
+// DefaultMaxTokens caps the tokens of one answer when spec.maxTokens is not set: far
+// more than a decision or a pathway turn needs, and small enough that a model looping
+// on whitespace stops long before the timeout at local-model speeds.
 const DefaultMaxTokens = 1024
 
 // MaxTokens is the cap on the tokens of one answer of the agent spec: spec.maxTokens,

@@ -35,3 +35,21 @@ func TestUsageAdd(t *testing.T) {
 		t.Errorf("Add = %+v", got)
 	}
 }
+
+func TestWorstCaseCost(t *testing.T) {
+	spec := flowv1.AgentSpec{Name: "x", Provider: flowv1.ProviderOpenAI, Model: "m",
+		Pricing: &flowv1.Pricing{PromptPerMTok: "1", CompletionPerMTok: "10"}}
+	// 4000 characters ~ 1000 prompt tokens at $1/M, 1024 completion tokens at $10/M.
+	if got, want := WorstCaseCost(spec, EstimateTokens(4000)), 1000*1e-6+1024*10e-6; math.Abs(got-want) > 1e-12 {
+		t.Errorf("WorstCaseCost = %v, want %v", got, want)
+	}
+	n := int32(100)
+	spec.MaxTokens = &n
+	if got, want := WorstCaseCost(spec, EstimateTokens(4000)), 1000*1e-6+100*10e-6; math.Abs(got-want) > 1e-12 {
+		t.Errorf("WorstCaseCost with maxTokens 100 = %v, want %v", got, want)
+	}
+	spec.Pricing = nil
+	if got := WorstCaseCost(spec, EstimateTokens(4000)); got != 0 {
+		t.Errorf("WorstCaseCost without pricing = %v", got)
+	}
+}

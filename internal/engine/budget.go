@@ -103,7 +103,7 @@ func worstCase(eff *Effect) (tokens, costNano int64) {
 		chars := base + len(a.Instructions) + int(earlier)*4
 		prompt, answer := agent.EstimateTokens(chars), agent.MaxTokens(a)
 		tokens += prompt + answer
-		costNano += int64(math.Ceil(agent.WorstCaseCost(a.Pricing, prompt, answer) * 1e9))
+		costNano += int64(math.Ceil(agent.WorstCaseCost(a, prompt) * 1e9))
 		earlier += answer
 	}
 	return tokens, costNano

@@ -11,13 +11,13 @@ import (
 // the cap this provider sends.
 func TestMaxTokensAgreesWithBudgetCheck(t *testing.T) {
 	hundred := int32(100)
-	for _, spec := range []flowv1.AgentSpec{{}, {MaxTokens: &hundred}} {
-		if got, want := agent.MaxTokens(spec), int64(MaxTokens(spec)); got != want {
-			t.Errorf("agent.MaxTokens = %d, provider sends %d", got, want)
+	for _, spec := range []flowv1.AgentSpec{{Name: "x", Model: "m"}, {Name: "x", Model: "m", MaxTokens: &hundred}} {
+		a, err := New(spec, "")
+		if err != nil {
+			t.Fatal(err)
 		}
-		if got, want := agent.WorstCaseCost(&flowv1.Pricing{PromptPerMTok: "1", CompletionPerMTok: "10"}, 1000, agent.MaxTokens(spec)),
-			WorstCaseCost(flowv1.AgentSpec{MaxTokens: spec.MaxTokens, Pricing: &flowv1.Pricing{PromptPerMTok: "1", CompletionPerMTok: "10"}}, 4000); got != want {
-			t.Errorf("worst case %v, provider's %v", got, want)
+		if got, want := agent.MaxTokens(spec), int64(a.maxTokens); got != want {
+			t.Errorf("agent.MaxTokens = %d, provider sends %d", got, want)
 		}
 	}
 }

@@ -46,10 +46,6 @@ const (
 	// ends the call with a Transient error carrying RetryAfter, for the controller to
 	// requeue after it.
 	DefaultMaxRetryWait = 30 * time.Second
-	// DefaultMaxTokens caps the tokens of one answer when spec.maxTokens is not set:
-	// far more than a decision or a pathway turn needs, and small enough that a model
-	// looping on whitespace stops long before the timeout at local-model speeds.
-	DefaultMaxTokens = 1024
 )
 
 // Option configures an Agent.
@@ -142,7 +138,7 @@ func New(spec flowv1.AgentSpec, apiKey string, opts ...Option) (*Agent, error) {
 		timeout:               DefaultTimeout,
 		maxRetries:            DefaultMaxRetries,
 		format:                spec.ResponseFormat,
-		maxTokens:             MaxTokens(spec),
+		maxTokens:             int(agent.MaxTokens(spec)),
 		completionTokensField: UsesMaxCompletionTokens(spec.BaseURL, spec.Model),
 		pricing:               spec.Pricing,
 		apiKey:                apiKey,

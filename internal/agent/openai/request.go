@@ -6,7 +6,6 @@ import (
 
 	goopenai "github.com/sashabaranov/go-openai"
 
-	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
 )
 
@@ -66,15 +65,6 @@ func mergeRoles(msgs []goopenai.ChatCompletionMessage) []goopenai.ChatCompletion
 	return out
 }
 
-// MaxTokens is the cap on the tokens of one answer for spec: spec.maxTokens, or
-// DefaultMaxTokens.
-func MaxTokens(spec flowv1.AgentSpec) int {
-	if spec.MaxTokens != nil && *spec.MaxTokens > 0 {
-		return int(*spec.MaxTokens)
-	}
-	return DefaultMaxTokens
-}
-
 // UsesMaxCompletionTokens reports whether the token cap is sent as
 // max_completion_tokens rather than max_tokens. The rule: OpenAI (no baseURL, or host
 // api.openai.com) and Azure OpenAI (hosts under openai.azure.com,
@@ -97,15 +87,6 @@ func UsesMaxCompletionTokens(baseURL, model string) bool {
 		}
 	}
 	return false
-}
-
-// WorstCaseCost is the most one call of an agent with spec can cost, in US dollars,
-// for a prompt of promptChars characters (instructions, conversation and schema): the
-// prompt estimated at agent.EstimateTokens plus a full answer of MaxTokens, at the
-// agent's pricing. A retried call that fails costs nothing at the usual providers, so
-// this is the figure a budget check compares with what is left before calling.
-func WorstCaseCost(spec flowv1.AgentSpec, promptChars int) float64 {
-	return agent.WorstCaseCost(spec.Pricing, agent.EstimateTokens(promptChars), int64(MaxTokens(spec)))
 }
 
 // usage converts the response's usage block, with cost. An answer without one (some

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"math"
 	"net"
 	"net/http"
 	"reflect"
@@ -91,9 +90,9 @@ func TestRequestShapes(t *testing.T) {
 		capField    string
 		capValue    float64
 	}{
-		{flavour: "OpenAI", baseURL: "http://api.openai.com/v1", model: "gpt-4o-mini", temperature: "0", capField: "max_completion_tokens", capValue: DefaultMaxTokens},
+		{flavour: "OpenAI", baseURL: "http://api.openai.com/v1", model: "gpt-4o-mini", temperature: "0", capField: "max_completion_tokens", capValue: agent.DefaultMaxTokens},
 		{flavour: "OpenAI-compatible server", model: "Qwen/Qwen2.5-7B-Instruct", temperature: "0", maxTokens: &maxTokens, capField: "max_tokens", capValue: 300},
-		{flavour: "OpenAI reasoning model behind a proxy", model: "gpt-5-mini", capField: "max_completion_tokens", capValue: DefaultMaxTokens},
+		{flavour: "OpenAI reasoning model behind a proxy", model: "gpt-5-mini", capField: "max_completion_tokens", capValue: agent.DefaultMaxTokens},
 	} {
 		t.Run(tc.flavour, func(t *testing.T) {
 			srv := newChatServer(t, func(req testenv.ChatRequest) testenv.Reply {
@@ -240,24 +239,6 @@ func TestMissingUsageIsEstimated(t *testing.T) {
 	got, err = b.Decide(context.Background(), decisionReq("x"))
 	if err != nil || got.Usage.Estimated || got.Usage.PromptTokens != 100 || got.Usage.CompletionTokens != 20 {
 		t.Errorf("Usage = %+v, %v; want the reported 100/20", got.Usage, err)
-	}
-}
-
-func TestWorstCaseCost(t *testing.T) {
-	spec := flowv1.AgentSpec{Name: "x", Provider: flowv1.ProviderOpenAI, Model: "m",
-		Pricing: &flowv1.Pricing{PromptPerMTok: "1", CompletionPerMTok: "10"}}
-	// 4000 characters ~ 1000 prompt tokens at $1/M, 1024 completion tokens at $10/M.
-	if got, want := WorstCaseCost(spec, 4000), 1000*1e-6+1024*10e-6; math.Abs(got-want) > 1e-12 {
-		t.Errorf("WorstCaseCost = %v, want %v", got, want)
-	}
-	n := int32(100)
-	spec.MaxTokens = &n
-	if got, want := WorstCaseCost(spec, 4000), 1000*1e-6+100*10e-6; math.Abs(got-want) > 1e-12 {
-		t.Errorf("WorstCaseCost with maxTokens 100 = %v, want %v", got, want)
-	}
-	spec.Pricing = nil
-	if got := WorstCaseCost(spec, 4000); got != 0 {
-		t.Errorf("WorstCaseCost without pricing = %v", got)
 	}
 }
 
