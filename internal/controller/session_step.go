@@ -29,9 +29,9 @@ import (
 // once, but Secrets are not watched.
 const terminalRetry = 5 * time.Minute
 
-// pureSteps is how many steps that call no agent a reconcile takes after its first
-// one before it writes the status (see step.Loop.MoreSteps).
-const pureSteps = 16
+// moreSteps is how many steps that call nothing one status write may carry after its
+// first, besides the steps that apply answers (see step.Loop.MoreSteps).
+const moreSteps = 16
 
 // sessionStep is what one reconcile of a Session computed: the status to write, and
 // how the reconcile ends once it is written.
@@ -61,7 +61,7 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 		if rev, reason, msg = r.pin(ctx, s); rev == "" {
 			// The Journey watch wakes us when it appears or becomes Ready.
 			status := s.Status.DeepCopy()
-			step.Wait(status, reason, msg, now)
+			engine.Wait(status, reason, msg, now)
 			return sessionStep{status: status}
 		}
 	}
@@ -74,14 +74,14 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 	if apierrors.IsNotFound(err) {
 		msg := fmt.Sprintf("Journey revision %s no longer exists", rev)
 		status := s.Status.DeepCopy()
-		step.Stall(status, flowv1.ReasonRevisionNotFound, msg, now)
+		engine.Stall(status, flowv1.ReasonRevisionNotFound, msg, now)
 		return sessionStep{status: status, stall: flowv1.ReasonRevisionNotFound, message: msg,
 			then: outcome{kind: terminal, err: errors.New(msg)}}
 	}
 	if err != nil {
 		return sessionStep{then: failed(err)}
 	}
-	loop := step.Loop{Performer: r.performer(s.Namespace, s.Spec.JourneyRef.Name), StallRetry: terminalRetry, MoreSteps: pureSteps}
+	loop := step.Loop{Performer: r.performer(s.Namespace, s.Spec.JourneyRef.Name), StallRetry: terminalRetry, MoreSteps: moreSteps}
 	ctx, tr := r.Tracing.Begin(ctx, s)
 	res, err := loop.Step(ctx, snap, step.InputOf(s, now))
 	if err != nil {
@@ -121,7 +121,7 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 		// Stalled or suspended before its first step: still Pending, never blank.
 		st.status.Phase = flowv1.PhasePending
 	}
-	step.Observe(st.status, s.Generation)
+	engine.Observe(st.status, s.Generation)
 	old, before := s.Status.DeepCopy(), s.DeepCopy()
 	s.Status = *st.status
 	if out, ok := writeSessionStatus(ctx, r.Client, before, s, equality.Semantic.DeepEqual(old, st.status)); !ok {

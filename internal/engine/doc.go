@@ -1,9 +1,29 @@
 // Package engine is the pure step machine of journey Sessions: no client, no network,
-// no clock reads (time is an input). The controller calls Step once per reconcile,
-// performs the one Effect it may return, journals the answer with Effect.Record in
-// status.pendingEffect, and writes status once; the next Step applies the journaled
-// answer. Builtin agents are pure and local, so their answers are applied inside the
-// step that asks, without a journal entry; only openai agents produce an Effect.
+// no clock reads (time is an input). It owns the Session's status: every condition,
+// the journal, the transcript and their byte bounds are set here (conditions.go holds
+// what the step protocol sets outside a step: the journal, and the conditions of a
+// Session that waits, stalls or retries).
+//
+// The step protocol (internal/step) calls Step, performs the one Effect it may
+// return, journals the answer with Effect.Record in status.pendingEffect (Journal),
+// and calls Step again, which applies the journaled answer. Builtin agents are pure
+// and local, so their answers are applied inside the step that asks, without a journal
+// entry; only openai agents and tools produce an Effect.
+//
+// # Steps per write
+//
+// One status write carries several engine steps: at most one model call (a
+// ClassifyIntent, RunPathway or Decide effect) with the step that applies its answer;
+// the CallTool effects whose write-ahead records the written status already holds, and
+// builtin tool calls (pure); and up to 16 more steps that call nothing (the
+// controller's bound). The protocol stops before a step whose effect the write may not
+// perform and leaves it to the next write, which takes it again from the written
+// status: Step is deterministic, so the step numbers, decision ids, tool call ids and
+// idempotency keys come out the same. A written status is therefore always one Step
+// could have returned, with at most one journaled answer not yet applied, and a crash
+// repeats at most the one model call of the write it lost. So a turn with no model
+// call is one write, and a turn with k model calls is k writes whatever its tool
+// calls; a wait for an approval is written with the answer that asked for it.
 //
 // Each section below is implemented in the files named in its title; validate.go
 // holds Validate, the checks of a journey the API server cannot make, and snapshot.go
@@ -159,6 +179,53 @@
 // raises the cap: the stalled turn goes on. Stalled conditions set by the controller
 // with other reasons (AgentTerminalError, ...) do not block the engine and are
 // cleared by the next step that runs.
+//
+// # Tool calls (tools.go, toolapproval.go, toolschema.go)
+//
+// A pathway lists the journey's tools its agents may call. Every call is a record in
+// status.turn.toolCalls, planned by a step and made by a later one: the step that plans
+// it checks it in Go (a tool of the pathway, arguments that match the schema pinned in
+// the revision, `requires` prerequisites in the context, maxToolCalls per turn, no
+// third identical call in a turn) and writes it Pending with an idempotency key from
+// the Session UID, the step and the call's index, or Failed with why it was refused,
+// or Done from the Session's tool cache (`cache: Session`). The step that plans a call
+// pauses, so the record is written before the call is made; the next step asks for it
+// as a CallTool effect, whose answer is journaled and applied to the record (Done with
+// its result, or Failed). A crash between the two re-sends the call with the same key.
+// A call that needs an approval (`approval: Always`, or IfDestructive for a tool the
+// server marks destructive, narrowed by `when`) holds the Session in
+// AwaitingApproval, shown like a decision; a rejection is the call's result. Builtin
+// tools are CEL over the arguments and the context: pure, computed as effects of
+// their own so journey tests and replays see every call. The Session's budget of tool
+// calls (limits.budget.maxToolCalls) is checked before each call; usage.toolCalls
+// counts the calls made.
+//
+// # The ReAct loop (react.go)
+//
+// A pathway with tools run by one openai agent (or a Sequential pipeline of them)
+// offers the agent its tools: the model answers with its structured answer or with
+// tool calls. An answer with calls is journaled like any; the step that applies it
+// plans every call (above). Once every call of the answer has a result, the model is
+// asked again with the turn's calls, their results and the text it wrote with them,
+// until it answers or a limit (maxToolCalls, loop prevention, the budget, the
+// pathway's timeout) ends the turn with a typed failure. Each agent of a Sequential
+// pipeline runs its own loop in turn, seeing the earlier agents' outputs.
+//
+// # The transcript (transcript.go)
+//
+// status.transcript is the conversation pathway agents see: each turn's message, its
+// reply and previews of its tool calls, bounded by limits.maxTranscriptBytes as stored
+// and by MaxTranscriptExchanges; the oldest exchanges are dropped whole and counted in
+// status.transcriptDropped, and the first drop sets TranscriptTrimmed.
+//
+// # Builtin pipelines (builtinpipeline.go)
+//
+// A pathway whose agents are all builtin runs inline, as its pipeline says:
+// Sequential passes each agent's outputs to the next, Parallel merges, Router lets the
+// first agent choose by the others' names and patterns, Ensemble votes. Builtin agents
+// are deterministic and combined in declared order, so the turn is too. A builtin
+// intent classifier scores a message's words against the intents' descriptions and
+// patterns, inline as well.
 //
 // History keeps the last maxHistory moves (time, step, from, to, action, source,
 // transition, confidence, iteration, messageID, reason). lastDecision and
