@@ -1,10 +1,11 @@
-// Package session is the Session step protocol, written once for every caller: the
-// Session controller, `kubectl journey test`, record and replay. One step turns a
-// Session and the snapshot of its Journey revision into the next status and at most one
-// effect (engine.Step), performs the effect through a Performer, journals the answer in
-// status.pendingEffect and status.journal before the next step acts on it, and says
-// whether there is anything to write. Callers write the status (or keep it, offline)
-// and step again; a step whose status equals the Session's writes nothing.
+// Package step is the Session step protocol, written once for every caller: the
+// Session controller, `kubectl journey test`, record and replay. It owns the whole
+// step: it asks the engine for the next status and effect (engine.Step), performs the
+// effect through a Performer (Agents, built on the ports AgentFactory and ToolCaller,
+// or a journey test's recorded answers), journals the answer and applies it in the
+// same status, and hands back one status to write with what happened. A write carries
+// at most one model call (see Loop.Step); a status equal to the Session's writes
+// nothing.
 //
 // A kind of effect is described once, in Kinds: how agents perform it and how its
 // answer is recorded in a journey test and read back from a journal.
@@ -170,7 +171,7 @@ steps:
 					rec.SpanID = sc.SpanID().String() // the traced step that obtained it
 				}
 			}
-			journal(st, rec, snap.Journey().Limits.MaxJournal, in.Now)
+			engine.Journal(st, rec, snap.Journey().Limits.MaxJournal, in.Now)
 			res.Outcome, res.Effect = Performed, eff
 			res.Calls++
 			if isModelCall(eff) {
@@ -182,7 +183,7 @@ steps:
 	// A retry count is about the call the Session waits on: answered, or no longer
 	// asked, it is over.
 	status.AgentRetry = nil
-	Observe(status, in.Generation)
+	engine.Observe(status, in.Generation)
 	res.Status = status
 	if equality.Semantic.DeepEqual(in.Status, status) {
 		res.Outcome = Unchanged
@@ -287,14 +288,14 @@ func (l *Loop) agentFailed(snap *engine.Snapshot, before *flowv1.SessionStatus, 
 		}
 		status.AgentRetry = &retry
 		res.Outcome, res.Reason, res.Message = AgentRetry, retryReason(ans.Err), ans.Err.Error()
-		agentUnavailable(status, res.Reason, res.Message, in.Now)
+		engine.AgentUnavailable(status, res.Reason, res.Message, in.Now)
 	case agent.Terminal:
 		res.Outcome, res.Reason, res.Message = AgentStalled, flowv1.ReasonAgentTerminalError, l.stallMessage(ans.Err)
-		Stall(status, res.Reason, res.Message, in.Now)
+		engine.Stall(status, res.Reason, res.Message, in.Now)
 	default:
 		return Result{}, false
 	}
-	Observe(status, in.Generation)
+	engine.Observe(status, in.Generation)
 	return res, true
 }
 
