@@ -65,12 +65,13 @@ chromium: ## Install Chromium (Debian's package, with apt-get) for the console's
 test-unit: ## Unit tests that need no control plane.
 	$(GO) test ./api/... ./internal/engine/... ./internal/agent/... ./internal/expr/...
 
-# The packages with concurrency (reconcilers and their managers, agent pipelines, the
-# plugin's watch, the harness's chat server, the trace export queue, the short
-# reliability run) run under the race detector; the others run once without it, with
+# The packages with goroutines (reconcilers and their managers, the step protocol and
+# its performers, the console's server, the webhooks, the revision cache, agent
+# pipelines, the plugin's watch, the harness's chat server, the trace export queue,
+# the short reliability run) run under the race detector; the others run once without it, with
 # CGO_ENABLED=0 like `make image`, so hack/image's test of the real image reuses the
 # packages `make vet` compiled and mostly links. Nothing runs twice.
-RACE_PKGS ?= ./internal/controller/... ./internal/agent/... ./internal/plugin/... ./internal/testenv/... ./internal/tracing/... ./test/reliability/...
+RACE_PKGS ?= ./internal/controller/... ./internal/step/... ./internal/console/... ./internal/webhook/... ./internal/revision/... ./internal/agent/... ./internal/plugin/... ./internal/testenv/... ./internal/tracing/... ./test/reliability/...
 
 .PHONY: test
 test: envtest chromium vet lint ## The whole test suite: lint, unit, envtest, browser (headless Chromium), e2e with kubectl; concurrent packages under -race.
