@@ -135,7 +135,6 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 	switch st.step {
 	case step.Unchanged:
 		stepsTotal.WithLabelValues(journey, "unchanged").Inc()
-		return atDeadline(st, now)
 	case step.Performed, step.Changed:
 		label := "changed"
 		if st.step == step.Performed {
@@ -143,45 +142,48 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 		}
 		stepsTotal.WithLabelValues(journey, label).Inc()
 		r.emit(s, old, st.status)
-		if out := r.next(ctx, s, st.status.Phase, now); out != (outcome{}) {
-			return out
-		}
-		return atDeadline(st, now)
 	}
-	return st.then
+	out, expire := afterWrite(st, r.Advance, now)
+	if expire {
+		return r.expire(ctx, s, now)
+	}
+	return out
 }
 
-// atDeadline is how a reconcile that leaves a Session waiting ends: requeued at its
-// earliest deadline (session or idle timeout), so the timeout fires with no edit and
-// no restart (a restart recomputes it from the revision, the creation time and the
-// status). A finished or blocked Session, or a
-// reconcile that ends otherwise, keeps its outcome.
-func atDeadline(st sessionStep, now time.Time) outcome {
-	if st.then != (outcome{}) || st.deadline.IsZero() || st.status == nil || st.status.Phase.IsTerminal() {
-		return st.then
+// afterWrite is how a reconcile ends once its step's status is written: the step's own
+// ending when it set one (an agent error, a slow retry, a revision that is gone); a
+// Session the step finished expires after its TTL (expire); a Running Session in the
+// requeue advance mode is requeued at once (in the watch mode, the status just written
+// brings the next step); a waiting Session is requeued at its earliest deadline
+// (session or idle timeout), so the timeout fires with no edit and no restart (a
+// restart recomputes it from the revision, the creation time and the status). A
+// blocked Session, or one past its deadline and still not blocked (suspended), waits
+// for a change.
+func afterWrite(st sessionStep, advance AdvanceMode, now time.Time) (out outcome, expire bool) {
+	if st.then != (outcome{}) || st.status == nil {
+		return st.then, false
+	}
+	phase := st.status.Phase
+	if st.step == step.Performed || st.step == step.Changed {
+		switch {
+		case phase.IsTerminal():
+			return outcome{}, true
+		case phase == flowv1.PhaseRunning && advance == AdvanceRequeue:
+			return outcome{kind: requeue, after: time.Millisecond}, false
+		}
+	}
+	if st.deadline.IsZero() || phase.IsTerminal() {
+		return outcome{}, false
 	}
 	if _, blocked := engine.Blocked(st.status); blocked {
-		return st.then
+		return outcome{}, false
 	}
 	wait := st.deadline.Sub(now)
 	if wait < 0 {
-		return st.then // past it and still not blocked: suspended, nothing to fire
+		return outcome{}, false
 	}
 	// Just after the deadline: the step times out strictly after it.
-	return outcome{kind: requeue, after: wait + 10*time.Millisecond}
-}
-
-// next is how a Session that a step advanced gets its next step: through the watch of
-// the status just written (nothing to do here), or by requeueing; and a Session that
-// finished expires after its TTL.
-func (r *SessionReconciler) next(ctx context.Context, s *flowv1.Session, phase flowv1.Phase, now time.Time) outcome {
-	if phase == flowv1.PhaseRunning && r.Advance == AdvanceRequeue {
-		return outcome{kind: requeue, after: time.Millisecond}
-	}
-	if phase.IsTerminal() {
-		return r.expire(ctx, s, now)
-	}
-	return outcome{}
+	return outcome{kind: requeue, after: wait + 10*time.Millisecond}, false
 }
 
 // pin returns the Journey revision a new Session starts on, or why it cannot start.
