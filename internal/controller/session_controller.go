@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/revision"
 	"github.com/journeyops/journey-operator/internal/step"
 	"github.com/journeyops/journey-operator/internal/tools"
@@ -134,7 +135,7 @@ func (r *SessionReconciler) wrote(s *flowv1.Session, step int64) {
 // TTL.
 func (r *SessionReconciler) finished(ctx context.Context, s *flowv1.Session, now time.Time) outcome {
 	status := s.Status.DeepCopy()
-	step.Observe(status, s.Generation)
+	engine.Observe(status, s.Generation)
 	if !equality.Semantic.DeepEqual(&s.Status, status) {
 		before := s.DeepCopy()
 		s.Status = *status

@@ -23,17 +23,26 @@ func StoredBytes(v any) int {
 // trimHistory keeps the newest entries of history within count entries and
 // flowv1.MaxHistoryBytes; the newest one is always kept.
 func trimHistory(history []flowv1.HistoryEntry, count int) []flowv1.HistoryEntry {
+	return keepNewest(history, count, flowv1.MaxHistoryBytes, true)
+}
+
+// keepNewest keeps the newest entries of list within count entries and maxBytes (the
+// list's JSON: each entry's StoredBytes and the brackets), dropping the oldest. With
+// newestAlways, the newest entry is kept even when it alone passes maxBytes (the
+// list then says what happened last); count 0 keeps nothing. It returns list itself
+// when nothing is dropped, else a copy.
+func keepNewest[T any](list []T, count, maxBytes int, newestAlways bool) []T {
 	total, keep := 2, 0 // the brackets
-	for i := len(history) - 1; i >= 0 && keep < count; i-- {
-		n := StoredBytes(&history[i])
-		if keep > 0 && total+n > flowv1.MaxHistoryBytes {
+	for i := len(list) - 1; i >= 0 && keep < count; i-- {
+		n := StoredBytes(&list[i])
+		if total+n > maxBytes && (keep > 0 || !newestAlways) {
 			break
 		}
 		total += n
 		keep++
 	}
-	if keep == len(history) {
-		return history
+	if keep == len(list) {
+		return list
 	}
-	return append([]flowv1.HistoryEntry(nil), history[len(history)-keep:]...)
+	return append([]T(nil), list[len(list)-keep:]...)
 }

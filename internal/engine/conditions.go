@@ -1,0 +1,95 @@
+package engine
+
+import (
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+)
+
+// The Session status the step protocol writes outside a step: the journal of agent
+// answers and the conditions of a Session that waits, stalls or retries. They live
+// here so that one package sets every part of a Session's status.
+
+// DefaultMaxJournal is how many agent answers status.journal keeps by default.
+const DefaultMaxJournal = 100
+
+// AppendJournal appends an answer to status.journal, dropping the oldest past the limit
+// (limits.maxJournal, nil for the default) or past flowv1.MaxJournalBytes, and counting
+// them in status.journalDropped. The newest answer is always kept.
+func AppendJournal(status *flowv1.SessionStatus, rec *flowv1.EffectRecord, limit *int32) {
+	n := DefaultMaxJournal
+	if limit != nil {
+		n = int(*limit)
+	}
+	all := append(status.Journal, *rec.DeepCopy())
+	status.Journal = keepNewest(all, n, flowv1.MaxJournalBytes, true)
+	status.JournalDropped += int32(len(all) - len(status.Journal))
+	if len(status.Journal) == 0 {
+		status.Journal = nil
+	}
+}
+
+// Journal stores the answer to a step's effect: in status.pendingEffect, for the next
+// step to apply, and at the end of status.journal; the agent answered.
+func Journal(status *flowv1.SessionStatus, rec *flowv1.EffectRecord, limit *int32, now time.Time) {
+	status.PendingEffect = rec
+	AppendJournal(status, status.PendingEffect, limit)
+	SetCondition(status, flowv1.ConditionAgentAvailable, metav1.ConditionTrue, flowv1.ReasonAgentReady, "The last agent call answered", now)
+}
+
+// SetCondition sets a Session condition at now, its message capped for status.
+func SetCondition(status *flowv1.SessionStatus, typ string, st metav1.ConditionStatus, reason, msg string, now time.Time) {
+	setCondition(status, typ, st, reason, msg, metav1.NewTime(now))
+}
+
+// Stall marks a Session that cannot go on without a change from a person: Stalled and
+// not Ready for reason, no longer Reconciling.
+func Stall(status *flowv1.SessionStatus, reason, msg string, now time.Time) {
+	SetCondition(status, flowv1.ConditionStalled, metav1.ConditionTrue, reason, msg, now)
+	SetCondition(status, flowv1.ConditionReady, metav1.ConditionFalse, reason, msg, now)
+	apimeta.RemoveStatusCondition(&status.Conditions, flowv1.ConditionReconciling)
+	if apimeta.IsStatusConditionTrue(status.Conditions, flowv1.ConditionAwaitingInput) {
+		SetCondition(status, flowv1.ConditionAwaitingInput, metav1.ConditionFalse, reason, "Not waiting for input: the Session is stalled", now)
+	}
+}
+
+// Wait marks a Session that cannot start yet (its Journey is missing or not Ready):
+// Pending, not Ready and Reconciling for reason (it starts by itself once the Journey is
+// Ready). Conditions that already say so are kept, so that waiting again changes
+// nothing.
+func Wait(status *flowv1.SessionStatus, reason, msg string, now time.Time) {
+	if status.Phase == "" {
+		status.Phase = flowv1.PhasePending
+	}
+	for _, typ := range []string{flowv1.ConditionReady, flowv1.ConditionReconciling} {
+		if c := apimeta.FindStatusCondition(status.Conditions, typ); c != nil && c.Reason == reason && c.Message == msg {
+			continue
+		}
+		st := metav1.ConditionFalse
+		if typ == flowv1.ConditionReconciling {
+			st = metav1.ConditionTrue
+		}
+		SetCondition(status, typ, st, reason, msg, now)
+	}
+}
+
+// Observe records that status reflects generation: in status.observedGeneration and in
+// every condition's observedGeneration, as kstatus and `kubectl wait` expect.
+func Observe(status *flowv1.SessionStatus, generation int64) {
+	status.ObservedGeneration = generation
+	for i := range status.Conditions {
+		status.Conditions[i].ObservedGeneration = generation
+	}
+}
+
+// AgentUnavailable marks a Session whose agent failed transiently. A condition that
+// already says so is kept, so that failing again changes nothing.
+func AgentUnavailable(status *flowv1.SessionStatus, reason, msg string, now time.Time) {
+	if c := apimeta.FindStatusCondition(status.Conditions, flowv1.ConditionAgentAvailable); c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason {
+		return
+	}
+	SetCondition(status, flowv1.ConditionAgentAvailable, metav1.ConditionFalse, reason, msg, now)
+}
