@@ -41,24 +41,26 @@ const DefaultLeaderElectionID = "journey-operator.flow.journey.dev"
 
 // CacheOptions are the cache options the controllers are meant to run with: the
 // Session informer restricted to shard (nil or empty: every Session), the
-// ControllerRevision informer restricted to Journey revisions, and managedFields dropped
+// ControllerRevision informer restricted to Journey revisions, managedFields dropped
 // from every cached object (the controllers never read them, and on a Session written
-// once per step they are a large share of the object).
+// once per step they are a large share of the object), and Sessions cached as
+// transformSession keeps them (cache.go).
 func CacheOptions(shard labels.Selector) cache.Options {
 	journeyRevisions := labels.NewSelector()
 	if req, err := labels.NewRequirement(revision.LabelJourney, selection.Exists, nil); err == nil {
 		journeyRevisions = journeyRevisions.Add(*req)
 	}
-	opts := cache.Options{
+	sessions := cache.ByObject{Transform: transformSession}
+	if shard != nil && !shard.Empty() {
+		sessions.Label = shard
+	}
+	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&appsv1.ControllerRevision{}: {Label: journeyRevisions},
+			&flowv1.Session{}:            sessions,
 		},
 	}
-	if shard != nil && !shard.Empty() {
-		opts.ByObject[&flowv1.Session{}] = cache.ByObject{Label: shard}
-	}
-	return opts
 }
 
 // LeaderElectionID is the lease name of a manager for shard: each shard elects its own
