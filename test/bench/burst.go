@@ -37,6 +37,10 @@ type burstResult struct {
 	StepCPU     map[string]float64 `json:"cpuMsPerStep"`
 	Writes      float64            `json:"statusWritesPerSession"`
 	Load        string             `json:"loadAverage"`
+	// HeapPerSession is the manager's heap per completed Session, over the heap it
+	// had before any: the figure earlier rounds reported.
+	HeapPerSession float64 `json:"heapBytesPerSession"`
+	SessionBytes   float64 `json:"meanSessionBytes"`
 }
 
 // runBurst runs the burst of n Sessions of smp on a control plane of its own.
@@ -91,6 +95,7 @@ func runBurst(ctx context.Context, opts *options, smp *sample, n int, mode contr
 			return nil, err
 		}
 	}
+	heap0 := heapAlloc()
 	sessions := make([]*flowv1.Session, n)
 	for i := range sessions {
 		s := &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: fmt.Sprintf("burst-%05d", i)}}
@@ -126,7 +131,26 @@ func runBurst(ctx context.Context, opts *options, smp *sample, n int, mode contr
 	res.SessionRate = float64(n) / res.Seconds
 	res.StepCPU = perUnit(cpu, float64(res.Steps))
 	res.Writes = float64(writes.settle(200*time.Millisecond).sub(w0).Status) / float64(n)
-	logf("burst: %d steps in %.1fs = %.0f steps/s, %.1f sessions/s, %.2f status writes a session, %.2f ms CPU a step, load %s",
-		res.Steps, res.Seconds, res.StepRate, res.SessionRate, res.Writes, total(res.StepCPU), res.Load)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = sessions[i].Name
+	}
+	if res.SessionBytes, err = meanSize(ctx, c, names, 100); err != nil {
+		return nil, err
+	}
+	if _, err := settleEvents(ctx, c, benchNamespace, opts.timeout); err != nil {
+		return nil, err
+	}
+	writes.stop()
+	sessions, names = nil, nil
+	tr.release()
+	res.HeapPerSession = float64(int64(heapAlloc())-int64(heap0)) / float64(n)
+	if opts.memProfile != "" {
+		if err := writeHeapProfile(fmt.Sprintf("%s-burst-%d-%s", opts.memProfile, n, mode)); err != nil {
+			return nil, err
+		}
+	}
+	logf("burst: %d steps in %.1fs = %.0f steps/s, %.1f sessions/s, %.2f status writes a session, %.2f ms CPU a step, load %s; heap %.1f KiB per Session (%.0f bytes each)",
+		res.Steps, res.Seconds, res.StepRate, res.SessionRate, res.Writes, total(res.StepCPU), res.Load, res.HeapPerSession/1024, res.SessionBytes)
 	return res, nil
 }

@@ -122,7 +122,7 @@ func main() {
 	var sizes, modes, journeys, serve string
 	var strip bool
 	flag.StringVar(&sizes, "sessions", env("BENCH_SESSIONS", "100,1000"), "Comma-separated numbers of Sessions, one run each ($BENCH_SESSIONS).")
-	flag.StringVar(&journeys, "journeys", env("BENCH_JOURNEYS", strings.Join(allJourneys, ",")), "Comma-separated journeys: builtin (no model call), llm (an openai pathway agent and an openai decision agent: two model calls a turn), react (an openai agent calling one MCP tool: two model calls and a tool call a turn) ($BENCH_JOURNEYS).")
+	flag.StringVar(&journeys, "journeys", env("BENCH_JOURNEYS", strings.Join(allJourneys, ",")), "Comma-separated journeys: builtin (no model call), llm (an openai pathway agent and an openai decision agent: two model calls a turn), react (an openai agent calling one MCP tool: two model calls and a tool call a turn); empty for none ($BENCH_JOURNEYS).")
 	flag.StringVar(&modes, "advance", env("BENCH_ADVANCE", "watch"), "Comma-separated advance modes, one run each: watch, requeue ($BENCH_ADVANCE).")
 	flag.IntVar(&opts.concurrency, "max-concurrent-reconciles", envInt("BENCH_CONCURRENCY", controller.DefaultMaxConcurrentReconciles), "Manager workers, as the manager flag; the plain pair has as many ($BENCH_CONCURRENCY).")
 	flag.Float64Var(&opts.qps, "kube-api-qps", envFloat("BENCH_QPS", 200), "Manager client QPS, as the manager flag ($BENCH_QPS).")
@@ -193,7 +193,9 @@ func main() {
 		}
 	}
 	for _, j := range strings.Split(journeys, ",") {
-		j = strings.TrimSpace(j)
+		if j = strings.TrimSpace(j); j == "" {
+			continue
+		}
 		if _, _, err := journeyObjects(j, "", endpoints{}); err != nil {
 			fatal(err)
 		}
@@ -261,8 +263,8 @@ func report(w io.Writer, opts *options, results []*result, bursts []*burstResult
 			r.HeapPerSession/1024, r.TurnsAtHeap, r.SessionBytes, r.Load, r.LoadEnd)
 	}
 	for _, b := range bursts {
-		fmt.Fprintf(w, "\nBurst (secondary; batched: %d %s Sessions created with their whole %d-message conversation, released at once; measures batching, not turns): %.0f engine steps/s, %.1f Sessions/s, %.2f status writes a Session, %.2f ms cluster CPU a step, advance %s, load %s.\n",
-			b.Sessions, b.Sample, b.Messages, b.StepRate, b.SessionRate, b.Writes, total(b.StepCPU), b.Advance, b.Load)
+		fmt.Fprintf(w, "\nBurst (secondary; batched: %d %s Sessions created with their whole %d-message conversation, released at once; measures batching, not turns): %.0f engine steps/s, %.1f Sessions/s, %.2f status writes a Session, %.2f ms cluster CPU a step, heap %.1f KiB per completed Session (%.0f bytes each), advance %s, load %s.\n",
+			b.Sessions, b.Sample, b.Messages, b.StepRate, b.SessionRate, b.Writes, total(b.StepCPU), b.HeapPerSession/1024, b.SessionBytes, b.Advance, b.Load)
 	}
 	fmt.Fprintln(w, "\nGoals (issue 27):")
 	for _, r := range results {
@@ -282,7 +284,12 @@ func report(w io.Writer, opts *options, results []*result, bursts []*burstResult
 	}
 	for _, r := range results {
 		if r.Sessions >= 10000 {
-			fmt.Fprintf(w, "- %s, %d Sessions: heap %.1f KiB per Session (goal < 8): %s\n", r.Journey, r.Sessions, r.HeapPerSession/1024, met(r.HeapPerSession < 8*1024))
+			fmt.Fprintf(w, "- %s, %d Sessions: heap %.1f KiB per Session of %.1f turns (goal < 8): %s\n", r.Journey, r.Sessions, r.HeapPerSession/1024, r.TurnsAtHeap, met(r.HeapPerSession < 8*1024))
+		}
+	}
+	for _, b := range bursts {
+		if b.Sessions >= 10000 {
+			fmt.Fprintf(w, "- burst, %d completed %s Sessions: heap %.1f KiB per Session (goal < 8): %s\n", b.Sessions, b.Sample, b.HeapPerSession/1024, met(b.HeapPerSession < 8*1024))
 		}
 	}
 }

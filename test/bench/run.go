@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
@@ -73,6 +74,8 @@ type result struct {
 	HeapBase       float64 `json:"heapBytesWithoutSessions"`
 	SessionBytes   float64 `json:"meanSessionBytes"`
 	TurnsAtHeap    float64 `json:"meanTurnsPerSessionAtHeap"`
+	// EventsPerTurn is the Events the Sessions got, per turn they took.
+	EventsPerTurn float64 `json:"eventsPerTurn"`
 
 	Load    string `json:"loadAverage"`
 	LoadEnd string `json:"loadAverageEnd"`
@@ -388,6 +391,11 @@ func (r *run) heap(ctx context.Context, cv *conversations) error {
 		return err
 	}
 	res.SessionBytes = bytes
+	events, err := settleEvents(ctx, r.c, benchNamespace, r.opts.timeout)
+	if err != nil {
+		return err
+	}
+	res.EventsPerTurn = float64(events) / float64(turns)
 	r.writes.stop()
 	r.writes = nil
 	var list flowv1.SessionList
@@ -406,8 +414,8 @@ func (r *run) heap(ctx context.Context, cv *conversations) error {
 	}
 	res.HeapPerSession = float64(int64(heap1)-int64(r.heap0)) / float64(res.CachedSessions)
 	res.HeapBase = float64(r.heap0)
-	logf("manager heap: %.1f KiB per session (%d sessions cached, %.1f turns and %.0f bytes each on average) over %.1f MiB without Sessions",
-		res.HeapPerSession/1024, res.CachedSessions, res.TurnsAtHeap, res.SessionBytes, res.HeapBase/(1<<20))
+	logf("manager heap: %.1f KiB per session (%d sessions cached, %.1f turns, %.0f bytes and %.2f Events a turn each on average) over %.1f MiB without Sessions",
+		res.HeapPerSession/1024, res.CachedSessions, res.TurnsAtHeap, res.SessionBytes, res.EventsPerTurn, res.HeapBase/(1<<20))
 	return nil
 }
 
@@ -551,4 +559,24 @@ func jsonSize(o any) int {
 		return 0
 	}
 	return len(raw)
+}
+
+// settleEvents waits until the manager has written the Events it queued (its queue
+// drains after the steps that emitted them, and would count as heap of the Sessions):
+// until the Events of the namespace stop growing for two seconds, at most timeout.
+func settleEvents(ctx context.Context, c client.Client, namespace string, timeout time.Duration) (int, error) {
+	last := -1
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); {
+		var list metav1.PartialObjectMetadataList
+		list.SetGroupVersionKind(eventsv1.SchemeGroupVersion.WithKind("EventList"))
+		if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+			return 0, err
+		}
+		if len(list.Items) == last {
+			return last, nil
+		}
+		last = len(list.Items)
+		time.Sleep(2 * time.Second)
+	}
+	return last, nil
 }
