@@ -124,7 +124,7 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 	engine.Observe(st.status, s.Generation)
 	old, before := s.Status.DeepCopy(), s.DeepCopy()
 	s.Status = *st.status
-	if out, ok := writeSessionStatus(ctx, r.Client, before, s, equality.Semantic.DeepEqual(old, st.status)); !ok {
+	if out, ok := writeSessionStatus(ctx, r.Client, r.APIReader, before, s, equality.Semantic.DeepEqual(old, st.status)); !ok {
 		// On a conflict someone wrote first: the step is dropped, nothing was applied.
 		return out
 	}

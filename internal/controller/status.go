@@ -88,7 +88,11 @@ func writeStatus(ctx context.Context, c client.Client, before, obj client.Object
 
 // writeSessionStatus is writeStatus for a Session stepped from before: its patch is
 // conditioned on the status the step read, not on the spec (see sessionStatusPatch).
-func writeSessionStatus(ctx context.Context, c client.Client, before, s *flowv1.Session, unchanged bool) (outcome, bool) {
+// A Session with no status step yet is written under the resourceVersion lock; when
+// that fails, live (read from the API server) tells a spec change, which leaves the
+// status as the step read it and the write is made again on live, from another
+// status writer.
+func writeSessionStatus(ctx context.Context, c client.Client, live client.Reader, before, s *flowv1.Session, unchanged bool) (outcome, bool) {
 	if unchanged {
 		return outcome{}, true
 	}
@@ -96,10 +100,26 @@ func writeSessionStatus(ctx context.Context, c client.Client, before, s *flowv1.
 	if err != nil {
 		return failed(err), false
 	}
-	if patch == nil {
-		return writeStatus(ctx, c, before, s, false)
+	if patch != nil {
+		return patchStatus(ctx, c, s, patch)
 	}
-	return patchStatus(ctx, c, s, patch)
+	out, ok := writeStatus(ctx, c, before, s, false)
+	if ok || out.kind != conflict {
+		return out, ok
+	}
+	var cur flowv1.Session
+	if err := live.Get(ctx, client.ObjectKeyFromObject(s), &cur); err != nil {
+		return failed(client.IgnoreNotFound(err)), false
+	}
+	if cur.UID != s.UID || !equality.Semantic.DeepEqual(cur.Status, before.Status) {
+		return out, false
+	}
+	next := cur.DeepCopy()
+	next.Status = s.Status
+	if out, ok = writeStatus(ctx, c, &cur, next, false); ok {
+		s.ResourceVersion = next.ResourceVersion
+	}
+	return out, ok
 }
 
 // patchStatus applies patch to obj's status subresource. A failed test of a JSON

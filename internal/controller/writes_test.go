@@ -246,7 +246,11 @@ func TestMessagesDuringAModelCallCostNoSecondCall(t *testing.T) {
 	j.Spec.Agents = []flowv1.AgentSpec{{Name: "gpt", Provider: flowv1.ProviderOpenAI, Model: "test-model", BaseURL: model.BaseURL(), MaxRetries: ptr.To[int32](0)}}
 	create(t, p, j)
 	waitJourneyReady(t, ns, "slow")
-	create(t, sessionOf(ns, "s", "slow"))
+	// Created with its first message: the first call's write is the Session's first
+	// status write, the one made under the resourceVersion lock.
+	s := sessionOf(ns, "s", "slow")
+	s.Spec.Messages = []flowv1.Message{{ID: "m1", Text: "first"}}
+	create(t, s)
 
 	called := func() int {
 		select {
@@ -257,7 +261,6 @@ func TestMessagesDuringAModelCallCostNoSecondCall(t *testing.T) {
 		}
 		return 0
 	}
-	send(t, ns, "s", "m1", "first")
 	for i := 1; i <= turns; i++ {
 		called()
 		if i < turns {
