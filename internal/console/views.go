@@ -15,6 +15,7 @@ import (
 
 	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/toolview"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // phases are the Session phases, in lifecycle order, for the phase filter.
@@ -68,7 +69,7 @@ func rowOf(s *flowv1alpha1.Session, now time.Time) sessionRow {
 		Age: age(s.CreationTimestamp, now), Pending: pendingDecision(s) != nil,
 	}
 	if lt := s.Status.LastTurn; lt != nil {
-		r.LastReply = truncate(lt.AssistantText, 120)
+		r.LastReply = truncate.Line(lt.AssistantText, 120)
 	}
 	return r
 }
@@ -99,14 +100,6 @@ func age(t metav1.Time, now time.Time) string {
 		return fmt.Sprintf("%dh", int(d.Hours()))
 	}
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
-}
-
-func truncate(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }
 
 // pendingDecision is the decision a Session waits on, or nil. An answered decision

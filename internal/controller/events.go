@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +15,8 @@ import (
 	"k8s.io/client-go/tools/reference"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // eventsDropped counts Events dropped because the queue was full.
@@ -76,7 +77,7 @@ func (w *eventWriter) Eventf(regarding, related runtime.Object, eventtype, reaso
 		Action:              action,
 		Reason:              reason,
 		Regarding:           *ref,
-		Note:                truncateNote(fmt.Sprintf(note, args...)),
+		Note:                truncate.Bytes(fmt.Sprintf(note, args...), maxNoteBytes, "..."),
 		Type:                eventtype,
 	}
 	if e.Namespace == "" {
@@ -135,11 +136,5 @@ func eventName(object string, t time.Time) string {
 	return name
 }
 
-// truncateNote keeps a note within the 1 kB the events API accepts.
-func truncateNote(s string) string {
-	const limit = 1024
-	if len(s) <= limit {
-		return s
-	}
-	return strings.ToValidUTF8(s[:limit-3], "") + "..."
-}
+// maxNoteBytes is the most an Event's note may hold: the events API refuses more.
+const maxNoteBytes = 1024

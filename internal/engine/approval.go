@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // awaiting reports whether the Session waits on a person (AwaitingApproval or
@@ -75,7 +76,7 @@ func (r *run) reject(ld *flowv1.DecisionRecord, a flowv1.Approval, d *flowv1.Dec
 	rec.State = flowv1.DecisionRejected
 	rec.Source = source
 	rec.To = to
-	rec.Reasoning = truncate(approverReason("rejected", a), 1024)
+	rec.Reasoning = truncate.Bytes(approverReason("rejected", a), 1024, "")
 	st.Phase = flowv1.PhaseRunning
 	st.LastTurn.Transition = ld.Transition
 	if to == st.CurrentPathway {

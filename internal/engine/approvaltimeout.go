@@ -6,6 +6,7 @@ import (
 	"time"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // approvalPolicy is the approval timeout of what ld stands for: the tool's
@@ -61,7 +62,7 @@ func (r *run) approvalExpired() bool {
 	if policy.OnTimeout == flowv1.ApprovalTimeoutEscalate {
 		rec := ld.DeepCopy()
 		rec.State, rec.Source = flowv1.DecisionEscalated, flowv1.SourceTimeout
-		rec.Reasoning = truncate(why+": escalated; "+ld.Reasoning, 1024)
+		rec.Reasoning = truncate.Bytes(why+": escalated; "+ld.Reasoning, 1024, "")
 		r.waitForApprover(rec, flowv1.PhaseEscalated, flowv1.FinishEscalated)
 		return true
 	}
@@ -86,7 +87,7 @@ func (r *run) expireToolApproval(ld *flowv1.DecisionRecord, onTimeout flowv1.App
 	d.Source = flowv1.SourceTimeout
 	if onTimeout == flowv1.ApprovalTimeoutEscalate || c == nil {
 		d.State = flowv1.DecisionEscalated
-		d.Reasoning = truncate(why+": escalated; "+ld.Reasoning, 1024)
+		d.Reasoning = truncate.Bytes(why+": escalated; "+ld.Reasoning, 1024, "")
 		st.LastDecision = d
 		st.Phase = flowv1.PhaseEscalated
 		return
@@ -113,5 +114,5 @@ func timeoutEvents(old, cur *flowv1.SessionStatus) []Event {
 		what = "Tool call"
 	}
 	return []Event{{EventWarning, flowv1.ReasonApprovalTimeout,
-		truncate(fmt.Sprintf("%s %s in pathway %s timed out waiting for approval: %s %s", what, d.ID, d.From, strings.ToLower(string(d.State)), d.Reasoning), 1024)}}
+		truncate.Bytes(fmt.Sprintf("%s %s in pathway %s timed out waiting for approval: %s %s", what, d.ID, d.From, strings.ToLower(string(d.State)), d.Reasoning), 1024, "")}}
 }

@@ -356,10 +356,3 @@ func contains[T ~string](list []T, s string) bool {
 	}
 	return false
 }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}

@@ -9,6 +9,7 @@ import (
 	"github.com/journeyops/journey-operator/internal/agent"
 	"github.com/journeyops/journey-operator/internal/agent/builtin"
 	"github.com/journeyops/journey-operator/internal/expr"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // decideStage is the Decide stage: where a complete turn goes. The outcome transition
@@ -191,7 +192,7 @@ func (r *run) weigh(dc decision) {
 	action := defaultAction(dc.action, dc.to, dc.from)
 	rec := &flowv1.DecisionRecord{
 		ID: dc.id, Transition: dc.transition, From: dc.from, To: dc.to, Action: action, Source: dc.source,
-		Agent: dc.agent, Confidence: conf, Reasoning: truncate(dc.reasoning, 1024),
+		Agent: dc.agent, Confidence: conf, Reasoning: truncate.Bytes(dc.reasoning, 1024, ""),
 	}
 	for _, a := range dc.d.AllowedDestinations {
 		rec.AllowedDestinations = append(rec.AllowedDestinations, string(a))

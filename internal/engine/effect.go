@@ -14,6 +14,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // Effect is the one agent call a step asks the controller to make. Exactly one of
@@ -131,7 +132,7 @@ func (e *Effect) Record(sessionUID string, step int64, resp any, err error) *flo
 			}
 			// At most 64 calls are journaled: more than maxToolCalls allows anyway.
 			for _, c := range r.ToolCalls[:min(len(r.ToolCalls), maxModelToolCalls)] {
-				res.ToolCalls = append(res.ToolCalls, flowv1.ModelToolCall{ID: truncate(c.ID, 256), Name: truncate(c.Name, 256),
+				res.ToolCalls = append(res.ToolCalls, flowv1.ModelToolCall{ID: truncate.Bytes(c.ID, 256, ""), Name: truncate.Bytes(c.Name, 256, ""),
 					Arguments: cutArguments(c.Arguments)})
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // move is a transition about to be taken.
@@ -151,7 +152,7 @@ func (r *run) record(from string, m move) {
 	}
 	r.appendHistory(flowv1.HistoryEntry{
 		Time: r.now, Step: r.step, From: from, To: m.to, Action: m.action, Source: m.source, Transition: m.transition,
-		Confidence: m.confidence, Iteration: st.Iteration, MessageID: msgID, Reason: truncate(m.reasoning, 1024),
+		Confidence: m.confidence, Iteration: st.Iteration, MessageID: msgID, Reason: truncate.Bytes(m.reasoning, 1024, ""),
 	})
 	if m.source == flowv1.SourceNext || m.source == flowv1.SourceReturn {
 		return // automatic moves are not decisions
@@ -163,7 +164,7 @@ func (r *run) record(from string, m move) {
 	if rec == nil {
 		rec = &flowv1.DecisionRecord{
 			ID: decisionID(r.step), Transition: m.transition, From: from, To: m.to, Action: m.action, Source: m.source,
-			Agent: m.agent, Confidence: m.confidence, Reasoning: truncate(m.reasoning, 1024), State: flowv1.DecisionApplied,
+			Agent: m.agent, Confidence: m.confidence, Reasoning: truncate.Bytes(m.reasoning, 1024, ""), State: flowv1.DecisionApplied,
 		}
 	}
 	st.LastDecision = rec

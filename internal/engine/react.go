@@ -9,6 +9,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // The ReAct loop. A pathway that lists tools and runs on one remote agent offers the
@@ -40,7 +41,7 @@ const maxAssistantTextBytes = 1024
 
 // cutArguments bounds a model's tool call arguments for the journal.
 func cutArguments(args string) string {
-	return truncate(args, maxArgumentsBytes)
+	return truncate.Bytes(args, maxArgumentsBytes, "")
 }
 
 // reactive reports whether pathway p, run by agents, offers its agents tools: one

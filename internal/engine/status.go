@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // settle sets the phase of a Session that is not blocked, suspended or finished, and
@@ -144,7 +145,7 @@ func setCondition(st *flowv1.SessionStatus, typ string, status metav1.ConditionS
 		gen = c.ObservedGeneration
 	}
 	apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: truncate(msg, 1024), LastTransitionTime: now, ObservedGeneration: gen,
+		Type: typ, Status: status, Reason: reason, Message: truncate.Bytes(msg, 1024, ""), LastTransitionTime: now, ObservedGeneration: gen,
 	})
 }
 
@@ -239,7 +240,7 @@ func Events(old, cur *flowv1.SessionStatus) []Event {
 			for _, f := range lt.Failures {
 				msgs = append(msgs, fmt.Sprintf("%s %s %s: %s", f.Source, f.Kind, f.Component, f.Message))
 			}
-			out = append(out, Event{EventWarning, ReasonTurnFailed, truncate(fmt.Sprintf("Turn in pathway %s: %s", lt.Pathway, strings.Join(msgs, "; ")), 1024)})
+			out = append(out, Event{EventWarning, ReasonTurnFailed, truncate.Bytes(fmt.Sprintf("Turn in pathway %s: %s", lt.Pathway, strings.Join(msgs, "; ")), 1024, "")})
 		}
 	}
 	return out

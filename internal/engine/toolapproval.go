@@ -7,6 +7,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/expr"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // ToolInfo is a server tool as the revision pins it.
@@ -74,7 +75,7 @@ func toolPreview(c *flowv1.ToolCallProgress) string {
 	if c.Args != nil {
 		args = string(c.Args.Raw)
 	}
-	return fmt.Sprintf("call %s %s (args sha256 %s)", c.Tool, truncate(args, 512), c.ArgsDigest[:min(12, len(c.ArgsDigest))])
+	return fmt.Sprintf("call %s %s (args sha256 %s)", c.Tool, truncate.Bytes(args, 512, ""), c.ArgsDigest[:min(12, len(c.ArgsDigest))])
 }
 
 // toolApproval applies the next approval to call c, which waits for one. It reports
@@ -103,7 +104,7 @@ func (r *run) toolApproval(c *flowv1.ToolCallProgress) (res stageResult, goOn bo
 		c.ApprovedBy = a.By
 	} else {
 		d.State = flowv1.DecisionRejected
-		c.State, c.Error = flowv1.ToolCallRejected, truncate(approverReason("rejected", a), 1024)
+		c.State, c.Error = flowv1.ToolCallRejected, truncate.Bytes(approverReason("rejected", a), 1024, "")
 	}
 	st.LastDecision = d
 	r.syncToolCall(c)

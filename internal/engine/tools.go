@@ -12,6 +12,7 @@ import (
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
 	"github.com/journeyops/journey-operator/internal/agent/builtin"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // Tool calls. Every call is its own effect, in three steps: a write-ahead record in
@@ -135,7 +136,7 @@ func (e *Effect) recordTool(rec *flowv1.EffectRecord, resp any, err error) *flow
 		}
 		res.Failure = &f
 	case r.Error != "":
-		res.Failure = &flowv1.Failure{Source: flowv1.FailureTool, Component: e.Tool.Tool, Kind: flowv1.FailureException, Message: truncate(r.Error, 1024)}
+		res.Failure = &flowv1.Failure{Source: flowv1.FailureTool, Component: e.Tool.Tool, Kind: flowv1.FailureException, Message: truncate.Bytes(r.Error, 1024, "")}
 	default:
 		res.ToolResult = &apiextensionsv1.JSON{Raw: encodeJSON(r.Result)}
 	}
@@ -243,14 +244,14 @@ func (r *run) planCall(p *flowv1.PathwaySpec, name string, args, ctx map[string]
 	tool, _ := r.snap.tool(name)
 	switch {
 	case refused != "":
-		c.State, c.Error = flowv1.ToolCallFailed, truncate(refused, 1024)
+		c.State, c.Error = flowv1.ToolCallFailed, truncate.Bytes(refused, 1024, "")
 	case tool.Cache == flowv1.ToolCacheSession && r.cached(name, c.ArgsDigest) != nil:
 		c.State, c.Cached, c.Result = flowv1.ToolCallDone, true, r.cached(name, c.ArgsDigest).DeepCopy()
 	default:
 		hold, err := r.needsApproval(tool, args, ctx)
 		switch {
 		case err != nil:
-			c.State, c.Error = flowv1.ToolCallFailed, truncate(fmt.Sprintf("tool %s: when: %v", name, err), 1024)
+			c.State, c.Error = flowv1.ToolCallFailed, truncate.Bytes(fmt.Sprintf("tool %s: when: %v", name, err), 1024, "")
 		case hold && r.awaitingToolApproval():
 			// Another call of the turn waits for a person: this one is shown when its turn comes.
 			c.AwaitingApproval = true
@@ -350,7 +351,7 @@ func (r *run) applyToolAnswer(c *flowv1.ToolCallProgress) bool {
 	r.addUsage(u)
 	c.DurationMs = p.Result.DurationMs
 	if f := p.Result.Failure; f != nil {
-		c.State, c.Error = flowv1.ToolCallFailed, truncate(f.Message, 1024)
+		c.State, c.Error = flowv1.ToolCallFailed, truncate.Bytes(f.Message, 1024, "")
 	} else {
 		c.State, c.Result = flowv1.ToolCallDone, p.Result.ToolResult.DeepCopy()
 		if c.Result == nil {

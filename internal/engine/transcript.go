@@ -4,12 +4,12 @@ import (
 	"cmp"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // The transcript (status.transcript) is the conversation pathway agents see: each
@@ -91,7 +91,7 @@ func (r *run) recordExchange() {
 func exchangeToolCalls(calls []flowv1.ToolCallProgress) (out []flowv1.ExchangeToolCall, omitted int32) {
 	size := 0
 	for i, c := range calls {
-		e := flowv1.ExchangeToolCall{Tool: truncate(c.Tool, 256), State: c.State, Result: preview(toolOutcome(c), maxToolResultPreview)}
+		e := flowv1.ExchangeToolCall{Tool: truncate.Bytes(c.Tool, 256, ""), State: c.State, Result: preview(toolOutcome(c), maxToolResultPreview)}
 		if c.Args != nil {
 			e.Args = preview(string(c.Args.Raw), maxToolArgsPreview)
 		}
@@ -117,12 +117,7 @@ func preview(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	note := fmt.Sprintf("… (cut, %d bytes)", len(s))
-	cut := max(0, n-len(note))
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + note
+	return truncate.Bytes(s, n, fmt.Sprintf("… (cut, %d bytes)", len(s)))
 }
 
 func toolCallBytes(e flowv1.ExchangeToolCall) int {

@@ -23,6 +23,7 @@ import (
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/revision"
 	protocol "github.com/journeyops/journey-operator/internal/step"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // DefaultStart is the clock of a test that sets no start: the Session is created then,
@@ -559,7 +560,7 @@ func (e *Expect) checkFormat(where string) error {
 func (s *Step) describe(msgID string) string {
 	switch {
 	case s.Message != nil:
-		return fmt.Sprintf("message %s %q", msgID, protocol.Shorten(s.Message.Text, 48))
+		return fmt.Sprintf("message %s %q", msgID, truncate.Line(s.Message.Text, 48))
 	case s.Outcome != nil:
 		d := "outcome " + string(s.Outcome.ResultType)
 		if s.Outcome.Pathway != "" {

@@ -17,6 +17,7 @@ import (
 	"github.com/journeyops/journey-operator/internal/revision"
 	"github.com/journeyops/journey-operator/internal/revision/revdata"
 	protocol "github.com/journeyops/journey-operator/internal/step"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // LiveSession is a Session read from the cluster with the Journey revision it is
@@ -277,7 +278,7 @@ func describeFull(e flowv1.HistoryEntry) string {
 		s += ", message " + e.MessageID
 	}
 	if e.Reason != "" {
-		s += ", reason " + protocol.Shorten(e.Reason, 80)
+		s += ", reason " + truncate.Line(e.Reason, 80)
 	}
 	return s + "]"
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
-	protocol "github.com/journeyops/journey-operator/internal/step"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // RunFiles loads and runs the test files, in order. A file that cannot be loaded is a
@@ -67,7 +67,7 @@ func PrintResult(w io.Writer, r *Result) {
 		if st := s.Status; st != nil {
 			pathway, iter, phase = orDash(st.CurrentPathway), fmt.Sprint(st.Iteration), orDash(string(st.Phase))
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Index, protocol.Shorten(input, 60), pathway, iter, phase, transitionsCell(s.History), result)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Index, truncate.Line(input, 60), pathway, iter, phase, transitionsCell(s.History), result)
 	}
 	tw.Flush()
 	for _, p := range r.Problems() {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/journeyops/journey-operator/internal/agent"
 	"github.com/journeyops/journey-operator/internal/engine"
-	protocol "github.com/journeyops/journey-operator/internal/step"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // ToolResult is a scripted result of a server tool: a test answers the tool calls of
@@ -106,7 +106,7 @@ type MissingToolResultError struct {
 func (e *MissingToolResultError) Error() string {
 	args := compactJSON(orEmpty(e.Args))
 	return fmt.Sprintf("the engine called tool %s with arguments %s and the test scripts no result for it: add one under tools (or steps[%d].tools), for example {tool: %s, result: {...}}; a result with args answers only the calls with those arguments",
-		e.Tool, protocol.Shorten(args, 200), e.Step-1, e.Tool)
+		e.Tool, truncate.Line(args, 200), e.Step-1, e.Tool)
 }
 
 func orEmpty(m map[string]any) map[string]any {

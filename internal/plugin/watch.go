@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 const watchExample = `  # Follow a Session until it completes, fails or is cancelled
@@ -190,13 +191,13 @@ func WatchLine(s *flowv1alpha1.Session) string {
 	}
 	last := "<none>"
 	if t := st.LastTurn; t != nil && t.AssistantText != "" {
-		last = truncate(oneLine(t.AssistantText), 80)
+		last = truncate.Line(t.AssistantText, 80)
 		if t.MessageID != "" {
 			last = t.MessageID + ": " + last
 		}
 	}
 	if c := stalled(s); c != nil {
-		last = fmt.Sprintf("stalled: %s: %s", c.Reason, truncate(oneLine(c.Message), 80))
+		last = fmt.Sprintf("stalled: %s: %s", c.Reason, truncate.Line(c.Message, 80))
 	} else if d := s.Status.PendingDecision(); d != nil {
 		last = fmt.Sprintf("decision %s %s -> %s awaits approval", d.ID, orNone(d.From), orNone(d.To))
 	}
@@ -205,14 +206,6 @@ func WatchLine(s *flowv1alpha1.Session) string {
 		iter = fmt.Sprint(st.Iteration)
 	}
 	return fmt.Sprintf(watchFormat, phase, orNone(st.CurrentPathway), iter, orNone(string(st.Confidence)), last)
-}
-
-func truncate(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }
 
 // observeSession calls fn with the Session key now and after every change, until fn

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // Call is one tool call of a Session.
@@ -34,11 +35,7 @@ type Call struct {
 // their digest.
 func (c *Call) ArgsPreview(n int) string {
 	if c.Args != "" {
-		r := []rune(c.Args)
-		if len(r) > n {
-			return string(r[:n-1]) + "…"
-		}
-		return c.Args
+		return truncate.Runes(c.Args, n, "…")
 	}
 	if c.ArgsDigest != "" {
 		return "sha256:" + c.ArgsDigest[:min(12, len(c.ArgsDigest))]

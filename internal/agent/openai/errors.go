@@ -14,12 +14,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	goopenai "github.com/sashabaranov/go-openai"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // maxErrorText bounds the server text kept in an error (an HTML error page can be
@@ -179,14 +179,7 @@ func (a *Agent) scrub(text string) string {
 	}
 	text = bearer.ReplaceAllString(text, "${1}[redacted]")
 	text = strings.Join(strings.Fields(text), " ")
-	if len(text) > maxErrorText {
-		cut := maxErrorText
-		for cut > 0 && !utf8.RuneStart(text[cut]) {
-			cut--
-		}
-		text = text[:cut] + "..."
-	}
-	return text
+	return truncate.Bytes(text, maxErrorText+len("..."), "...")
 }
 
 // retryAfter reads the server's wait hint: retry-after-ms, or Retry-After in seconds

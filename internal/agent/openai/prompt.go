@@ -13,6 +13,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // Prompt layout. The system message holds only what the Journey and Pathway authors
@@ -283,7 +284,7 @@ func (a *Agent) content(resp goopenai.ChatCompletionResponse) (string, error) {
 	text := clean(c.Message.Content)
 	switch {
 	case c.Message.Refusal != "":
-		return "", a.invalid(flowv1.FailurePolicyKind, fmt.Errorf("the model refused: %s", a.scrub(truncate(c.Message.Refusal))))
+		return "", a.invalid(flowv1.FailurePolicyKind, fmt.Errorf("the model refused: %s", a.scrub(truncate.Runes(c.Message.Refusal, maxQuotedRunes, "..."))))
 	case c.FinishReason == goopenai.FinishReasonContentFilter:
 		return "", a.invalid(flowv1.FailurePolicyKind, errors.New("the answer was withheld by the content filter"))
 	case c.FinishReason == goopenai.FinishReasonLength:

@@ -12,6 +12,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // Strict structured outputs need every property required and additionalProperties
@@ -234,7 +235,7 @@ func parseDecision(content string, allowed []string) (agent.DecisionResponse, er
 		return agent.DecisionResponse{}, errors.New("destination is missing")
 	}
 	if !slices.Contains(allowed, *ans.Destination) {
-		return agent.DecisionResponse{}, fmt.Errorf("destination %q is not an allowed destination", truncate(*ans.Destination))
+		return agent.DecisionResponse{}, fmt.Errorf("destination %q is not an allowed destination", truncate.Runes(*ans.Destination, maxQuotedRunes, "..."))
 	}
 	if err := checkConfidence(ans.Confidence); err != nil {
 		return agent.DecisionResponse{}, err
@@ -258,7 +259,7 @@ func parseIntent(content string, names []string) (agent.IntentResponse, error) {
 		return agent.IntentResponse{}, errors.New("intent is missing")
 	}
 	if !slices.Contains(names, *ans.Intent) {
-		return agent.IntentResponse{}, fmt.Errorf("intent %q is not a known intent", truncate(*ans.Intent))
+		return agent.IntentResponse{}, fmt.Errorf("intent %q is not a known intent", truncate.Runes(*ans.Intent, maxQuotedRunes, "..."))
 	}
 	if err := checkConfidence(ans.Confidence); err != nil {
 		return agent.IntentResponse{}, err
@@ -285,7 +286,7 @@ func parsePathway(content string, outputs []flowv1.SignatureField) (agent.Pathwa
 	case ans.Outcome == nil:
 		return agent.PathwayResponse{}, errors.New("outcome is missing")
 	case !slices.Contains(resultTypes, *ans.Outcome):
-		return agent.PathwayResponse{}, fmt.Errorf("outcome %q is not a result type", truncate(*ans.Outcome))
+		return agent.PathwayResponse{}, fmt.Errorf("outcome %q is not a result type", truncate.Runes(*ans.Outcome, maxQuotedRunes, "..."))
 	case ans.Complete == nil:
 		return agent.PathwayResponse{}, errors.New("complete is missing")
 	}
@@ -297,7 +298,7 @@ func parsePathway(content string, outputs []flowv1.SignatureField) (agent.Pathwa
 	}
 	for name := range ans.Outputs {
 		if !slices.ContainsFunc(outputs, func(f flowv1.SignatureField) bool { return f.Name == name }) {
-			return agent.PathwayResponse{}, fmt.Errorf("output %q is not in the signature", truncate(name))
+			return agent.PathwayResponse{}, fmt.Errorf("output %q is not in the signature", truncate.Runes(name, maxQuotedRunes, "..."))
 		}
 	}
 	for _, f := range outputs {
@@ -362,15 +363,6 @@ func decodeField(f flowv1.SignatureField, raw json.RawMessage) (any, error) {
 	}
 }
 
-// truncate bounds model-produced text quoted in an error.
-func truncate(s string) string {
-	const n = 64
-	if len(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "..."
-}
+// maxQuotedRunes bounds a value of the model's answer quoted in an error: 64 runes
+// and "...".
+const maxQuotedRunes = 64 + len("...")
