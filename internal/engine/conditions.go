@@ -24,9 +24,10 @@ func AppendJournal(status *flowv1.SessionStatus, rec *flowv1.EffectRecord, limit
 	if limit != nil {
 		n = int(*limit)
 	}
-	all := append(status.Journal, *rec.DeepCopy())
-	status.Journal = keepNewest(all, n, flowv1.MaxJournalBytes, true)
-	status.JournalDropped += int32(len(all) - len(status.Journal))
+	status.Journal = append(status.Journal, *rec.DeepCopy())
+	kept := keepNewest(status.Journal, n, flowv1.MaxJournalBytes, true)
+	status.JournalDropped += int32(len(status.Journal) - len(kept))
+	status.Journal = kept
 	if len(status.Journal) == 0 {
 		status.Journal = nil
 	}
