@@ -65,17 +65,9 @@ func (r *run) recordExchange() {
 	}
 	st := r.st
 	st.Transcript = append(st.Transcript, ex)
-	total := 2 // the brackets
-	for i := range st.Transcript {
-		total += StoredBytes(&st.Transcript[i])
-	}
-	drop := 0
-	for drop < len(st.Transcript) && (total > r.snap.lim.transcriptBytes || len(st.Transcript)-drop > MaxTranscriptExchanges) {
-		total -= StoredBytes(&st.Transcript[drop])
-		drop++
-	}
-	if drop > 0 {
-		st.Transcript = append([]flowv1.Exchange(nil), st.Transcript[drop:]...)
+	kept := keepNewest(st.Transcript, MaxTranscriptExchanges, r.snap.lim.transcriptBytes, false)
+	if drop := len(st.Transcript) - len(kept); drop > 0 {
+		st.Transcript = kept
 		st.TranscriptDropped += int32(drop)
 		setCondition(st, flowv1.ConditionTranscriptTrimmed, metav1.ConditionTrue, flowv1.ReasonOldestExchangesDropped, fmt.Sprintf(
 			"The oldest exchanges are dropped from status.transcript to keep it under %d bytes and %d exchanges (status.transcriptDropped counts them); pathway agents no longer see them",
