@@ -106,12 +106,8 @@ func (so *sayOptions) run(ctx context.Context, name, text string) error {
 	if !so.wait {
 		return nil
 	}
-	waitCtx := ctx
-	if so.timeout > 0 {
-		var cancel context.CancelFunc
-		waitCtx, cancel = context.WithTimeout(ctx, so.timeout)
-		defer cancel()
-	}
+	waitCtx, cancel := withTimeout(ctx, so.timeout)
+	defer cancel()
 	sentGen := s.Generation
 	var last *flowv1alpha1.Session
 	err = observeSession(waitCtx, c, key, so.PollInterval, func(s *flowv1alpha1.Session) (bool, error) {

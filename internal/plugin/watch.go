@@ -82,11 +82,8 @@ func (wo *watchOptions) run(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if wo.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, wo.timeout)
-		defer cancel()
-	}
+	ctx, cancel := withTimeout(ctx, wo.timeout)
+	defer cancel()
 	p := &watchPrinter{out: wo.Out}
 	err = observeSession(ctx, c, key, wo.PollInterval, func(s *flowv1alpha1.Session) (bool, error) {
 		p.print(s, time.Now())
@@ -114,11 +111,8 @@ func (wo *watchOptions) runAll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if wo.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, wo.timeout)
-		defer cancel()
-	}
+	ctx, cancel := withTimeout(ctx, wo.timeout)
+	defer cancel()
 	p := &watchPrinter{out: wo.Out, withName: true, namespace: wo.allNamespaces}
 	err = observeSessions(ctx, c, ns, wo.PollInterval, func(list []flowv1alpha1.Session) {
 		for _, s := range list {
@@ -206,6 +200,15 @@ func WatchLine(s *flowv1alpha1.Session) string {
 		iter = fmt.Sprint(st.Iteration)
 	}
 	return fmt.Sprintf(watchFormat, phase, orNone(st.CurrentPathway), iter, orNone(string(st.Confidence)), last)
+}
+
+// withTimeout is ctx bounded by timeout (a --timeout flag), or ctx itself when
+// timeout is 0.
+func withTimeout(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout > 0 {
+		return context.WithTimeout(ctx, timeout)
+	}
+	return ctx, func() {}
 }
 
 // observeSession calls fn with the Session key now and after every change, until fn
