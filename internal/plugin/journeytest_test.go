@@ -72,7 +72,7 @@ func TestTestCommand(t *testing.T) {
 	for _, want := range []string{
 		"STEP  INPUT", "--- PASS: healthcare-referral (5 steps, revision healthcare-referral-",
 		"--- PASS: planning", "--- PASS: review-loop", "--- PASS: delivery-pipeline",
-		"--- PASS: healthcare-escalation (1 steps", "ok: 5 journey tests passed",
+		"--- PASS: healthcare-escalation (1 steps", "--- PASS: healthcare-faq-fallback (3 steps", "ok: 6 journey tests passed",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -86,7 +86,7 @@ func TestTestCommand(t *testing.T) {
 		Tests    int `xml:"tests,attr"`
 		Failures int `xml:"failures,attr"`
 	}
-	if err := xml.Unmarshal(raw, &doc); err != nil || doc.Tests != 5+7+2+1+1 || doc.Failures != 0 {
+	if err := xml.Unmarshal(raw, &doc); err != nil || doc.Tests != 5+7+2+1+1+3 || doc.Failures != 0 {
 		t.Fatalf("junit (%v): %+v\n%s", err, doc, raw)
 	}
 
