@@ -43,9 +43,10 @@ type JourneySpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	Transitions []GlobalTransition `json:"transitions,omitempty"`
 
-	// intentDetection configures the classifier used by intent triggers with
-	// llmFallback when no pattern matched: an LLM, or the builtin classifier, which
-	// scores the words a message shares with each intent's description and patterns.
+	// intentDetection configures the classifier used by intent triggers
+	// with llmFallback when no pattern matched: an LLM, or the builtin
+	// classifier, which scores the words a message shares with each
+	// intent's description and patterns.
 	// +optional
 	IntentDetection *IntentDetection `json:"intentDetection,omitempty"`
 
@@ -331,8 +332,9 @@ type IntentTrigger struct {
 	// +kubebuilder:validation:items:MaxLength=256
 	Patterns []string `json:"patterns"`
 
-	// description tells the classifier what this intent means: an LLM reads it,
-	// the builtin classifier matches its words. Defaults to the patterns.
+	// description tells the classifier what this intent means: an LLM
+	// reads it, the builtin classifier matches its words. Defaults to the
+	// patterns.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Description string `json:"description,omitempty"`
@@ -389,8 +391,9 @@ type IntentDetection struct {
 	// Defaults to "0.7".
 	// +optional
 	ConfidenceThreshold Confidence `json:"confidenceThreshold,omitempty"`
-	// cacheTTL is how long an LLM classification of the same message and intents
-	// is reused (the builtin classifier computes each one). Defaults to 5m.
+	// cacheTTL is how long an LLM classification of the same message and
+	// intents is reused (the builtin classifier computes each one).
+	// Defaults to 5m.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
