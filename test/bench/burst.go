@@ -44,6 +44,8 @@ type burstResult struct {
 }
 
 // runBurst runs the burst of n Sessions of smp on a control plane of its own.
+//
+//nolint:funlen // the burst's phases, in the order they run
 func runBurst(ctx context.Context, opts *options, smp *sample, n int, mode controller.AdvanceMode) (*burstResult, error) {
 	res := &burstResult{Sample: opts.sample, Sessions: n, Advance: string(mode), Messages: len(smp.session.Spec.Messages)}
 	logf("burst of %d %s sessions, advance %s: starting a control plane", n, opts.sample, mode)
@@ -142,7 +144,6 @@ func runBurst(ctx context.Context, opts *options, smp *sample, n int, mode contr
 		return nil, err
 	}
 	writes.stop()
-	sessions, names = nil, nil
 	tr.release()
 	res.HeapPerSession = float64(int64(heapAlloc())-int64(heap0)) / float64(n)
 	if opts.memProfile != "" {

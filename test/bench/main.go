@@ -115,6 +115,7 @@ func (o *options) cacheOptions() cache.Options {
 	return opts
 }
 
+//nolint:funlen // the flags, then the runs they ask for
 func main() {
 	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel)))
 

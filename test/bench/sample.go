@@ -43,13 +43,3 @@ func loadSample(name string) (*sample, error) {
 	}
 	return s, nil
 }
-
-// withJourney returns a copy of the sample whose Journey edit changed, or nil.
-func (s *sample) withJourney(edit func(*flowv1.Journey) bool) *sample {
-	c := *s
-	c.journey = s.journey.DeepCopy()
-	if !edit(c.journey) {
-		return nil
-	}
-	return &c
-}

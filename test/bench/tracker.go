@@ -150,16 +150,6 @@ func (t *tracker) markSent(name string, i int, at time.Time) {
 	tr.sent[i] = at
 }
 
-// processed is how many messages of name have been processed.
-func (t *tracker) processed(name string) int32 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if tr := t.sessions[name]; tr != nil {
-		return tr.processed
-	}
-	return 0
-}
-
 // count returns how many Sessions whose name starts with prefix satisfy ok.
 func (t *tracker) count(prefix string, ok func(*tracked) bool) int {
 	t.mu.Lock()
@@ -206,25 +196,6 @@ func (t *tracker) steps(prefix string) int64 {
 		}
 	}
 	return n
-}
-
-// latencies returns, for the Sessions with prefix, the time from sending each message
-// to its processing.
-func (t *tracker) latencies(prefix string) []time.Duration {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []time.Duration
-	for name, tr := range t.sessions {
-		if !strings.HasPrefix(name, prefix) {
-			continue
-		}
-		for i, sent := range tr.sent {
-			if i < len(tr.done) && !sent.IsZero() && !tr.done[i].IsZero() {
-				out = append(out, tr.done[i].Sub(sent))
-			}
-		}
-	}
-	return out
 }
 
 // release drops everything the tracker holds, before the heap is measured.
