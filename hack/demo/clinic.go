@@ -4,12 +4,9 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/journeyops/journey-operator/internal/tools/clinic"
 )
@@ -17,20 +14,12 @@ import (
 //go:embed clinic-booking.yaml
 var clinicManifest string
 
-// clinicStory books an appointment through the clinic MCP server: the Journey lists
+// clinicStory books an appointment through the clinic MCP server c: the Journey lists
 // the server's tools, the Session finds a doctor, waits for a person to approve the
 // booking (a destructive tool), and books once.
-func clinicStory(ctx context.Context, k kubectl) error {
+func clinicStory(ctx context.Context, k kubectl, c *clinic.Listening) error {
 	say("Clinic booking: tools on an MCP server, a destructive call approved by a person")
-	c := clinic.New()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	defer func() { _ = srv.Close() }()
-	url := "http://" + ln.Addr().String() + "/mcp"
+	url := c.URL
 	fmt.Printf("Clinic MCP server at %s\n", url)
 
 	path := filepath.Join(k.c.Dir, "clinic-booking.yaml")

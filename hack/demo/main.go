@@ -3,8 +3,11 @@
 // the kubectl-journey plugin.
 //
 //	make demo              # tell the story, then shut everything down
-//	DEMO_KEEP=1 make demo  # keep the control plane up, serve the web console, print
-//	                       # its URL and the KUBECONFIG line
+//	DEMO_KEEP=1 make demo  # keep the control plane and the clinic MCP server up, serve
+//	                       # the web console, print their URLs and the KUBECONFIG line
+//
+// The manager runs with its admission webhooks, served with the certificate it
+// provisions itself (internal/localcluster), so the demo refuses what a cluster refuses.
 package main
 
 import (
@@ -25,6 +28,7 @@ import (
 
 	"github.com/journeyops/journey-operator/internal/localcluster"
 	"github.com/journeyops/journey-operator/internal/testenv"
+	"github.com/journeyops/journey-operator/internal/tools/clinic"
 )
 
 func main() {
@@ -58,9 +62,17 @@ func run() error {
 	}()
 	fmt.Println("Manager logs: .demo/manager.log")
 
+	// The clinic MCP server of the tools story, at the address docs/tools.md names
+	// when it is free.
+	cl, err := clinic.Listen(clinic.Address, true)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if err := tellStories(ctx, kubectl{c}); err != nil {
+	if err := tellStories(ctx, kubectl{c}, cl); err != nil {
 		return err
 	}
 	fmt.Printf("\nDemo finished in %s.\n", time.Since(start).Round(time.Second))
@@ -70,8 +82,8 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("\nThe control plane stays up.\n\nWeb console (kubectl journey dashboard): %s\n\nIn another shell:\n\n  export KUBECONFIG=%s\n  export PATH=%s:$PATH   # for kubectl journey\n  kubectl get journeys,pathways,sessions\n\nPress Ctrl-C to stop.\n",
-			url, c.Kubeconfig, filepath.Join(c.Dir, "bin"))
+		fmt.Printf("\nThe control plane stays up.\n\nWeb console (kubectl journey dashboard): %s\nClinic MCP server (docs/tools.md): %s\n\nIn another shell:\n\n  export KUBECONFIG=%s\n  export PATH=%s:$PATH   # for kubectl journey\n  kubectl get journeys,pathways,sessions\n\nPress Ctrl-C to stop.\n",
+			url, cl.URL, c.Kubeconfig, filepath.Join(c.Dir, "bin"))
 		<-ctx.Done()
 	}
 	return nil
@@ -122,7 +134,7 @@ func (k kubectl) show(args ...string) error {
 func quote(args []string) []string {
 	out := make([]string, len(args))
 	for i, a := range args {
-		if strings.ContainsAny(a, " '!?") {
+		if strings.ContainsAny(a, " '!?\"{") {
 			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}
 		out[i] = a

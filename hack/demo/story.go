@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/journeyops/journey-operator/internal/tools/clinic"
 )
 
 // tellStories applies the samples, then walks one healthcare conversation and one
 // review loop turn by turn with the plugin, showing what a person would see.
-func tellStories(ctx context.Context, k kubectl) error {
+func tellStories(ctx context.Context, k kubectl, c *clinic.Listening) error {
 	if err := applySamples(k); err != nil {
 		return err
 	}
@@ -20,7 +23,7 @@ func tellStories(ctx context.Context, k kubectl) error {
 	if err := reviewStory(ctx, k); err != nil {
 		return err
 	}
-	if err := clinicStory(ctx, k); err != nil {
+	if err := clinicStory(ctx, k, c); err != nil {
 		return err
 	}
 	say("All sessions")
@@ -75,7 +78,13 @@ func healthcareStory(ctx context.Context, k kubectl) error {
 	if err := k.show("get", "session", "patient-12345", "-o", "jsonpath={.status.context.rejected_doctors[*].name}{\"\\n\"}"); err != nil {
 		return err
 	}
-	return k.show("journey", "history", "patient-12345")
+	if err := k.show("journey", "history", "patient-12345"); err != nil {
+		return err
+	}
+	// The admission webhook runs as in a cluster: a limit below what the Session has
+	// used is refused.
+	fmt.Println()
+	return k.refused("patch", "session", "patient-12345", "--type=merge", "-p", `{"spec":{"limits":{"maxTurns":2}}}`)
 }
 
 // reviewStory is a review loop whose first review fails and starts iteration 2.
@@ -125,6 +134,14 @@ func (k kubectl) create(manifest string) error {
 	}
 	_, err := k.output("create", "-f", path)
 	return err
+}
+
+// refused shows a command that the API server must refuse, and fails when it does not.
+func (k kubectl) refused(args ...string) error {
+	if err := k.show(args...); err == nil {
+		return fmt.Errorf("kubectl %s was accepted; the admission webhook should have refused it", strings.Join(args, " "))
+	}
+	return nil
 }
 
 // waitFor waits until the Session waits for input in pathway, and shows it.

@@ -1,22 +1,50 @@
 // Package localcluster runs the operator on a local control plane: kube-apiserver and
-// etcd built from source (internal/testenv), the controllers in-process, and a
-// kubeconfig so that kubectl and the kubectl-journey plugin can talk to it. The demo,
-// the e2e tests and the docs test use it.
+// etcd built from source (internal/testenv), the manager in-process with its
+// controllers and its admission webhooks, and a kubeconfig so that kubectl and the
+// kubectl-journey plugin can talk to it. The demo, the e2e tests and the docs test use
+// it.
+//
+// The webhooks are served as config/self-cert serves them: the manager provisions its
+// serving certificate (internal/servingcert) into a Secret, injects the CA into the
+// webhook configurations of config/webhook, and serves once the certificate is in its
+// certificate directory. Start plays the kubelet's one part, copying the Secret into
+// that directory. The API server calls the webhook server at https://localhost.
 package localcluster
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/journeyops/journey-operator/internal/controller"
+	"github.com/journeyops/journey-operator/internal/servingcert"
 	"github.com/journeyops/journey-operator/internal/testenv"
+	"github.com/journeyops/journey-operator/internal/webhook"
 )
+
+// Where the manager keeps its webhook serving certificate, as config/self-cert names
+// them (without kustomize's name prefix).
+const (
+	CertNamespace = "journey-operator-system"
+	CertSecret    = "webhook-server-cert"
+)
+
+// webhookTimeout bounds the wait for the certificate and the webhook server.
+const webhookTimeout = 60 * time.Second
 
 // Cluster is a running control plane with the operator.
 type Cluster struct {
@@ -27,8 +55,9 @@ type Cluster struct {
 	Dir string
 }
 
-// Start starts the control plane and the manager. dir receives the kubeconfig; when
-// plugin is true the kubectl-journey plugin is built into dir/bin.
+// Start starts the control plane and the manager with its webhooks, and returns once
+// the webhooks serve. dir receives the kubeconfig and the webhook's certificate
+// directory; when plugin is true the kubectl-journey plugin is built into dir/bin.
 func Start(dir string, plugin bool) (*Cluster, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
 		return nil, err
@@ -40,21 +69,98 @@ func Start(dir string, plugin bool) (*Cluster, error) {
 			return nil, fmt.Errorf("building kubectl-journey: %w\n%s", err, out)
 		}
 	}
-	env, err := testenv.Start()
+	env, err := testenv.Start(testenv.WithWebhooks(), func(e *envtest.Environment) {
+		// The API server calls https://localhost:<port>: a name the certificate holds.
+		e.WebhookInstallOptions.LocalServingHostExternalName = "localhost"
+	})
 	if err != nil {
 		return nil, err
 	}
 	c := &Cluster{Env: env, Dir: dir}
 	if c.Kubeconfig, err = env.WriteKubeconfig(dir, testenv.Admin("admin")); err == nil {
-		_, err = env.RunManager(testenv.ManagerOptions{
-			Setup: func(mgr ctrl.Manager) error { return controller.Setup(mgr, controller.Options{}) },
-		})
+		err = c.runManager()
 	}
 	if err != nil {
 		_ = env.Stop()
 		return nil, err
 	}
 	return c, nil
+}
+
+// runManager runs the manager with the controllers and the webhooks, the webhooks'
+// certificate provisioned by the manager, and waits until they serve.
+func (c *Cluster) runManager() error {
+	ctx := context.Background()
+	secret := types.NamespacedName{Namespace: CertNamespace, Name: CertSecret}
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: CertNamespace}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: CertNamespace, Name: CertSecret}},
+	} {
+		if err := c.Env.Client.Create(ctx, o); err != nil {
+			return err
+		}
+	}
+	certDir := filepath.Join(c.Dir, "webhook-certs")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return err
+	}
+	certs, err := servingcert.New(servingcert.Options{
+		Secret:            secret,
+		DNSName:           "localhost",
+		CertDir:           certDir,
+		MutatingWebhook:   "mutating-webhook-configuration",
+		ValidatingWebhook: "validating-webhook-configuration",
+	})
+	if err != nil {
+		return err
+	}
+	mgr, err := c.Env.RunManager(testenv.ManagerOptions{
+		Webhooks: true,
+		WebhookServer: func(o crwebhook.Options) crwebhook.Server {
+			o.CertDir = certDir
+			return certs.Server(crwebhook.NewServer(o))
+		},
+		Setup: func(mgr ctrl.Manager) error {
+			if err := controller.Setup(mgr, controller.Options{}); err != nil {
+				return err
+			}
+			if err := webhook.SetupWebhooks(mgr, webhook.Options{}); err != nil {
+				return err
+			}
+			return certs.Add(mgr)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if err := mount(ctx, c.Env, secret, certDir); err != nil {
+		return err
+	}
+	return mgr.WaitForWebhooks(webhookTimeout)
+}
+
+// mount waits until the manager wrote the certificate into the Secret and copies it
+// into certDir, as the kubelet does with the Secret mounted into the manager's pod.
+func mount(ctx context.Context, env *testenv.Environment, secret types.NamespacedName, certDir string) error {
+	var s corev1.Secret
+	err := testenv.Poll(webhookTimeout, func() error {
+		if err := env.Client.Get(ctx, secret, &s); err != nil {
+			return err
+		}
+		if len(s.Data["tls.crt"]) == 0 || len(s.Data["tls.key"]) == 0 {
+			return errors.New("the manager has not provisioned the webhook certificate yet")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range []string{"tls.crt", "tls.key"} {
+		if err := os.WriteFile(filepath.Join(certDir, k), s.Data[k], 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Stop stops the manager and the control plane.

@@ -7,9 +7,11 @@ package clinic
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -177,3 +179,33 @@ func (c *Clinic) Calls(tool string) int {
 	defer c.mu.Unlock()
 	return c.calls[tool]
 }
+
+// Address is where `go run ./hack/clinic` and `DEMO_KEEP=1 make demo` serve the
+// clinic: the URL http://127.0.0.1:8766/mcp that docs/tools.md applies.
+const Address = "127.0.0.1:8766"
+
+// Listening is the clinic served over streamable HTTP: URL is its MCP endpoint.
+type Listening struct {
+	*Clinic
+	URL string
+	srv *http.Server
+}
+
+// Listen serves a new clinic on addr ("127.0.0.1:0" for a free port); when fallback is
+// true and addr is taken, on a free port of 127.0.0.1 instead. Close stops it.
+func Listen(addr string, fallback bool) (*Listening, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil && fallback {
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+	}
+	if err != nil {
+		return nil, err
+	}
+	c := New()
+	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return &Listening{Clinic: c, URL: "http://" + ln.Addr().String() + "/mcp", srv: srv}, nil
+}
+
+// Close stops serving.
+func (l *Listening) Close() error { return l.srv.Close() }
