@@ -55,7 +55,7 @@ func (r *approverResolver) pathway(ctx context.Context, s *flowv1.Session, local
 		}
 		p := data.Pathways[local]
 		if p == nil {
-			return nil, fmt.Errorf("revision %s has no pathway %q", rev, local)
+			return nil, &noPathwayError{in: "revision " + rev, pathway: local}
 		}
 		return p, nil
 	}
@@ -73,8 +73,14 @@ func (r *approverResolver) pathway(ctx context.Context, s *flowv1.Session, local
 		}
 		return &p.Spec, nil
 	}
-	return nil, fmt.Errorf("journey %s has no pathway %q", j.Name, local)
+	return nil, &noPathwayError{in: "journey " + j.Name, pathway: local}
 }
+
+// noPathwayError says that the Journey (or its revision) the Session runs on has no
+// pathway of that name.
+type noPathwayError struct{ in, pathway string }
+
+func (e *noPathwayError) Error() string { return fmt.Sprintf("%s has no pathway %q", e.in, e.pathway) }
 
 // decisionApprovers returns the approvers of the decision behind transition in p.
 func decisionApprovers(p *flowv1.PathwaySpec, transition string) (flowv1.Approvers, bool) {

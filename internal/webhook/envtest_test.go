@@ -118,11 +118,13 @@ func setup(env *testenv.Environment) error {
 
 // createJourney creates the journey "release": draft -> review -> publish. review's
 // partial_success decision lists approvers (carol and the group release-managers);
-// draft's unclear decision lists none.
+// draft's unclear decision lists none. draft is External (it takes outcomes), the
+// others run on agents.
 func createJourney(ctx context.Context) error {
 	pathways := []*flowv1.Pathway{
 		{ObjectMeta: metav1.ObjectMeta{Name: "draft"}, Spec: flowv1.PathwaySpec{
-			Next: "review",
+			Executor: flowv1.ExecutorExternal,
+			Next:     "review",
 			Transitions: &flowv1.OutcomeTransitions{OnUnclear: &flowv1.OutcomeTransition{Decision: &flowv1.Decision{
 				AllowedDestinations: []flowv1.Name{"draft", "review"},
 			}}},

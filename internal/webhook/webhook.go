@@ -2,7 +2,10 @@
 // trustworthy: the mutating webhook stamps every new approval with the user the API
 // server authenticated and the time, and the validating webhook rejects forged
 // approvals, edits to entries already sent, approvals of anything but the decision the
-// Session waits on, and approvals by anyone a decision's approvers do not list.
+// Session waits on, and approvals by anyone a decision's approvers do not list. A third
+// webhook checks new External outcomes: spec.outcomes bounded in bytes, and each for an
+// External pathway of the Session's Journey (an outcome for any other would never be
+// read).
 //
 // See docs/security.md for the rules and the tests that prove them.
 package webhook
@@ -54,9 +57,10 @@ func SetupWebhooks(mgr ctrl.Manager, opts Options) error {
 	if opts.Reader == nil {
 		opts.Reader = mgr.GetAPIReader()
 	}
-	mgr.GetWebhookServer().Register(OutcomesPath, admission.WithValidator[*flowv1.Session](mgr.GetScheme(), outcomesValidator{}))
+	pathways := &approverResolver{reader: opts.Reader}
+	mgr.GetWebhookServer().Register(OutcomesPath, admission.WithValidator[*flowv1.Session](mgr.GetScheme(), outcomesValidator{pathways: pathways}))
 	return ctrl.NewWebhookManagedBy(mgr, &flowv1.Session{}).
 		WithDefaulter(&sessionDefaulter{clock: opts.Clock}).
-		WithValidator(&sessionValidator{approvers: &approverResolver{reader: opts.Reader}}).
+		WithValidator(&sessionValidator{approvers: pathways}).
 		Complete()
 }
