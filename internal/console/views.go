@@ -161,10 +161,7 @@ type timelineItem struct {
 type field struct{ Name, Value string }
 
 func timeline(s *flowv1alpha1.Session) []timelineItem {
-	msgs := map[string]string{}
-	for _, m := range s.Spec.Messages {
-		msgs[m.ID] = m.Text
-	}
+	msgs := messageTexts(s)
 	var items []timelineItem
 	for _, e := range s.Status.Journal {
 		if e.Kind != flowv1alpha1.EffectCallTool {
@@ -220,6 +217,26 @@ func toolItem(c toolview.Call) timelineItem {
 	return it
 }
 
+// messageTexts maps the ids of a Session's messages to their text: from
+// spec.messages, else from status.transcript, which keeps the messages that
+// kubectl journey say dropped from the spec once processed.
+func messageTexts(s *flowv1alpha1.Session) map[string]string {
+	msgs := map[string]string{}
+	for _, x := range s.Status.Transcript {
+		if x.MessageID != "" {
+			msgs[x.MessageID] = x.User
+		}
+	}
+	for _, m := range s.Spec.Messages {
+		msgs[m.ID] = m.Text
+	}
+	return msgs
+}
+
+// droppedMessage stands for the text of a message neither spec.messages nor the
+// transcript keeps any longer.
+const droppedMessage = "(its text is no longer kept: processed messages leave spec.messages, and the transcript keeps the latest exchanges)"
+
 func transitionItem(h flowv1alpha1.HistoryEntry, msgs map[string]string) timelineItem {
 	it := timelineItem{
 		Step: h.Step, Kind: "transition",
@@ -238,7 +255,11 @@ func transitionItem(h flowv1alpha1.HistoryEntry, msgs map[string]string) timelin
 	add("Decided by", string(h.Source))
 	add("Confidence", string(h.Confidence))
 	if h.MessageID != "" {
-		add("After message", fmt.Sprintf("%s: %s", h.MessageID, msgs[h.MessageID]))
+		text, ok := msgs[h.MessageID]
+		if !ok || text == "" {
+			text = droppedMessage
+		}
+		add("After message", fmt.Sprintf("%s: %s", h.MessageID, text))
 	}
 	add("Reason", h.Reason)
 	return it
