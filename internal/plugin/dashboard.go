@@ -90,8 +90,23 @@ func (do *dashboardOptions) run(ctx context.Context) error {
 		return err
 	}
 	url := "http://" + l.Addr().String() + "/"
+	if w := exposureWarning(l.Addr(), srv.User()); w != "" {
+		fmt.Fprintln(do.ErrOut, w)
+	}
 	fmt.Fprintf(do.Out, "Journey console at %s (acting as %s; Ctrl-C to stop)\n", url, orNone(srv.User()))
 	return srv.Serve(ctx, l)
+}
+
+// exposureWarning warns, when the console listens on addr other than a loopback
+// address, that anyone who reaches it acts as user; "" on a loopback address.
+func exposureWarning(addr net.Addr, user string) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if ok && tcp.IP.IsLoopback() {
+		return ""
+	}
+	return fmt.Sprintf("Warning: the console listens on %s, not a loopback address: anyone who can reach it acts as %s, "+
+		"with your kubeconfig's credentials (they read what you may read and approve what you may approve); "+
+		"the console has no login of its own. Use --address 127.0.0.1 unless that is what you want.", addr, orNone(user))
 }
 
 // explicitNamespace is the namespace given with -n, or "".
