@@ -2,8 +2,11 @@ package engine
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
+	"regexp"
 	"strconv"
+	"strings"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
@@ -139,7 +142,8 @@ func (r *run) matchRule(dc *decision) bool {
 		ok, err := expr.EvalBool(string(rule.When), act)
 		if err != nil {
 			r.addFailure(flowv1.Failure{Source: flowv1.FailureSystem, Component: fmt.Sprintf("%s.%s.rules[%d]", dc.from, dc.transition, i),
-				Kind: flowv1.FailureValidation, Message: err.Error()})
+				Kind: flowv1.FailureValidation, Message: truncate.Bytes(fmt.Sprintf("rule %d (to %s): %v%s", i, rule.To, err,
+					ruleValues(string(rule.When), map[string]map[string]any{"outputs": dc.outputs, "context": r.context()})), 1024, "…")})
 			continue
 		}
 		if !ok {
@@ -155,6 +159,51 @@ func (r *run) matchRule(dc *decision) bool {
 		return true
 	}
 	return false
+}
+
+// ruleField is a field of outputs or context that a rule's expression reads.
+var ruleField = regexp.MustCompile(`\b(outputs|context)\.([A-Za-z_][A-Za-z0-9_]*)`)
+
+// ruleValues says what the fields of outputs and context that a rule reads hold, for
+// the message of its error: CEL's own ("no such overload") names no value.
+func ruleValues(when string, vars map[string]map[string]any) string {
+	var parts []string
+	seen := map[string]bool{}
+	for _, m := range ruleField.FindAllStringSubmatch(when, 8) {
+		if seen[m[0]] {
+			continue
+		}
+		seen[m[0]] = true
+		v, ok := vars[m[1]][m[2]]
+		if !ok {
+			parts = append(parts, m[0]+" is not set")
+			continue
+		}
+		raw, _ := json.Marshal(v)
+		parts = append(parts, fmt.Sprintf("%s is %s (%s)", m[0], truncate.Bytes(string(raw), 128, "…"), jsonKind(v)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(parts, ", ")
+}
+
+// jsonKind names the JSON type of a value decoded from JSON.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "string"
+	case bool:
+		return "bool"
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	default:
+		return "number"
+	}
 }
 
 // decided fills dc from the decision agent's journaled answer; an agent error makes
