@@ -67,9 +67,11 @@ type PathwaySpec struct {
 	// +optional
 	Retry *RetryPolicy `json:"retry,omitempty"`
 
-	// timeout bounds one turn's agent calls, retries included: a call still
-	// without an answer this long after its first attempt is abandoned and the
-	// turn fails (result failure, so onFailure applies).
+	// timeout bounds each call the pathway's turn makes (an agent, a decision
+	// agent, a tool), retries included: a call still without an answer this
+	// long after its first attempt is abandoned and the turn fails (result
+	// failure, so onFailure applies). It bounds every call on its own, not the
+	// whole turn.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
