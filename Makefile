@@ -141,7 +141,7 @@ IMAGE_TAR ?= bin/journey-operator.tar
 IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
 
 .PHONY: image
-image: ## Build the manager's OCI image as a tarball ($(IMAGE_TAR), tagged $(IMG)) without Docker.
+image: ## Build the manager's image as a docker-archive tarball ($(IMAGE_TAR), tagged $(IMG), the format of docker save) without Docker.
 	$(GO) run ./hack/image -package ./cmd/manager -binary bin/linux-$(IMAGE_ARCH)/manager -arch $(IMAGE_ARCH) -tag $(IMG) -out $(IMAGE_TAR)
 
 .PHONY: image-push

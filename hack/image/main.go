@@ -1,7 +1,8 @@
-// Command image builds the manager's OCI image without Docker: a scratch image holding
-// the static manager binary at /manager and the system's CA certificates (Debian's
-// ca-certificates), run as a non-root user, written as a tarball that `crane push`
-// (or `docker load`, `podman load`, `skopeo copy docker-archive:...`) takes.
+// Command image builds the manager's container image without Docker: a scratch image
+// holding the static manager binary at /manager and the system's CA certificates
+// (Debian's ca-certificates), run as a non-root user, written as a docker-archive
+// tarball (the format of docker save, not an OCI image layout) that `crane push` (or
+// `docker load`, `podman load`, `skopeo copy docker-archive:...`) takes.
 package main
 
 import (

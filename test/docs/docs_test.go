@@ -24,15 +24,32 @@ import (
 	"github.com/journeyops/journey-operator/internal/journeytest"
 	"github.com/journeyops/journey-operator/internal/localcluster"
 	"github.com/journeyops/journey-operator/internal/testenv"
+	"github.com/journeyops/journey-operator/internal/tools/clinic"
 )
 
-// cluster is the control plane with the manager (builtin agent, no webhooks) and the
-// plugin built from this repository, shared by every document.
+// cluster is the control plane with the manager (builtin agent, admission webhooks)
+// and the plugin built from this repository, shared by every document.
 var cluster *localcluster.Cluster
 
+// clinicURL is the clinic MCP server the documents' tool servers reach: the test
+// serves one on a free port and gives its URL wherever a block names clinic.Address's
+// (docs/tools.md), so that runs of the test side by side do not share a port.
+var clinicURL string
+
 func TestMain(m *testing.M) {
-	localcluster.Main(m, "journey-docs-", func(c *localcluster.Cluster) { cluster = c })
+	localcluster.Main(m, "journey-docs-", func(c *localcluster.Cluster) {
+		cluster = c
+		cl, err := clinic.Listen("127.0.0.1:0", false)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		clinicURL = cl.URL
+	})
 }
+
+// documentedClinicURL is the URL of the clinic MCP server that the documents name.
+const documentedClinicURL = "http://" + clinic.Address + "/mcp"
 
 // blockTimeout bounds one block (kubectl journey say --wait waits up to 60s).
 const blockTimeout = 90 * time.Second
@@ -56,6 +73,10 @@ const blockTimeout = 90 * time.Second
 //     run); a journey test (name, manifests and steps) is written under
 //     config/samples/tests of the working directory and run with
 //     `kubectl journey test`. Any other YAML (a fragment of a spec) must be marked.
+//
+// A block that names the clinic MCP server at its documented address
+// (http://127.0.0.1:8766/mcp, where `go run ./hack/clinic` and `DEMO_KEEP=1 make demo`
+// serve it) gets the URL of the clinic this test serves instead.
 func TestDocsRun(t *testing.T) {
 	root := testenv.RepoRoot()
 	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
@@ -186,6 +207,7 @@ func (r *runner) run(file, md string) (ran int, errs []error) {
 			continue
 		}
 		ran++
+		b.Text = strings.ReplaceAll(b.Text, documentedClinicURL, clinicURL)
 		var err error
 		switch b.Lang {
 		case "console":
@@ -327,4 +349,60 @@ func TestSamplesRevisionsThroughKustomize(t *testing.T) {
 			t.Errorf("journey %s: revision %s in the cluster (kubectl apply -k), %s from kubectl journey test", sample, j.Status.CurrentRevision, offline)
 		}
 	}
+}
+
+// TestReadmeListsEveryPackage: the Layout table of README.md names, in backquotes,
+// every directory of the repository that holds a Go package (a .go file git tracks, or
+// any .go file outside a git checkout), so a new package cannot go unmentioned.
+func TestReadmeListsEveryPackage(t *testing.T) {
+	root := testenv.RepoRoot()
+	files, err := goFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, _, _ := strings.Cut(string(readme), "\n## Documentation")
+	if _, after, ok := strings.Cut(table, "\n## Layout"); ok {
+		table = after
+	}
+	seen := map[string]bool{}
+	for _, f := range files {
+		dir := filepath.Dir(f)
+		if seen[dir] || strings.Contains(dir, "testdata") {
+			continue
+		}
+		seen[dir] = true
+		if !strings.Contains(table, "`"+dir+"`") {
+			t.Errorf("README.md's Layout table does not name the package `%s`", dir)
+		}
+	}
+	if len(seen) < 10 {
+		t.Fatalf("found %d package directories; want the repository's", len(seen))
+	}
+}
+
+// goFiles lists the .go files of the repository at root, relative to it: those git
+// tracks, or, outside a git checkout, every one but under bin/ and hidden directories.
+func goFiles(root string) ([]string, error) {
+	if out, err := exec.Command("git", "-C", root, "ls-files", "*.go").Output(); err == nil {
+		return strings.Fields(string(out)), nil
+	}
+	var files []string
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() && rel != "." && (strings.HasPrefix(d.Name(), ".") || rel == "bin") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") {
+			files = append(files, rel)
+		}
+		return nil
+	})
+	return files, err
 }
