@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -50,6 +51,8 @@ func run() error {
 	}
 	defer logFile.Close()
 	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
+	// The webhook server's own errors (a handshake cut short at shutdown) too.
+	log.SetOutput(logFile)
 
 	say("Starting a local control plane (kube-apiserver and etcd built from source) and the manager")
 	c, err := localcluster.Start(dir, true)
