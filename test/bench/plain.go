@@ -64,12 +64,13 @@ type plainPair struct {
 	objs     []*flowv1.Session
 }
 
-// newPlainPair creates sessions plain Sessions in namespace with spec, each waiting
-// for its first message as the calibration Session did (statuses[0]).
-func newPlainPair(ctx context.Context, c client.Client, namespace string, spec *flowv1.SessionSpec, statuses []flowv1.SessionStatus, sessions int) (*plainPair, error) {
+// newPlainPair creates sessions plain Sessions <prefix><number> in namespace with
+// spec, each waiting for its first message as the calibration Session did
+// (statuses[0]).
+func newPlainPair(ctx context.Context, c client.Client, namespace, prefix string, spec *flowv1.SessionSpec, statuses []flowv1.SessionStatus, sessions int) (*plainPair, error) {
 	p := &plainPair{c: c, namespace: namespace, statuses: statuses, objs: make([]*flowv1.Session, sessions)}
 	for i := range p.objs {
-		p.objs[i] = &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("plain-%05d", i)}}
+		p.objs[i] = &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("%s%05d", prefix, i)}}
 		p.objs[i].Spec = *spec.DeepCopy()
 		p.objs[i].Spec.Messages, p.objs[i].Spec.MessagesDropped = nil, 0
 	}
