@@ -309,3 +309,26 @@ func TestJournalReproducesBuiltinDecisions(t *testing.T) {
 		t.Fatalf("statuses differ:\nbuiltin %s\njournal %s", dump(a), dump(b))
 	}
 }
+
+// One write may carry several steps: the Started Event names the pathway the Session
+// started in, not the one the write left it in.
+func TestStartedNamesTheFirstPathway(t *testing.T) {
+	s := newSession(t, planner())
+	s.spec.InitialContext = raw(`{"collect":"sufficient_context","outline_ok_at":99}`)
+	first := s.st.DeepCopy()
+	for range 3 {
+		s.step()
+	}
+	if s.st.CurrentPathway == "collect-context" {
+		t.Fatalf("the Session is still in collect-context after 3 steps; the test needs it to have moved")
+	}
+	for _, e := range Events(first, s.st) {
+		if e.Reason == ReasonStarted {
+			if !strings.Contains(e.Message, "Started in pathway collect-context ") {
+				t.Errorf("Started event %q, want it to name collect-context", e.Message)
+			}
+			return
+		}
+	}
+	t.Errorf("no Started event in %+v", Events(first, s.st))
+}

@@ -182,6 +182,18 @@ const (
 	ReasonTurnFailed = "TurnFailed"
 )
 
+// startedIn is the pathway a Session started in: where the first transition of the
+// steps between old and cur left from, since one write may carry several steps, else
+// the pathway it is in.
+func startedIn(old, cur *flowv1.SessionStatus) string {
+	for _, h := range cur.History {
+		if h.Step > old.Step && h.From != "" {
+			return h.From
+		}
+	}
+	return cur.CurrentPathway
+}
+
 // Events lists what happened between two statuses of a Session, for the controller to
 // emit: the start, every transition (reason: its action), a block (Warning, reason:
 // the Stalled reason), approvals asked for, escalations (Warning), failed turns
@@ -195,7 +207,7 @@ func Events(old, cur *flowv1.SessionStatus) []Event {
 	}
 	var out []Event
 	if !old.Phase.HasStarted() && cur.Phase.HasStarted() && cur.StartTime != nil {
-		out = append(out, Event{EventNormal, ReasonStarted, fmt.Sprintf("Started in pathway %s on journey revision %s", cur.CurrentPathway, cur.JourneyRevision)})
+		out = append(out, Event{EventNormal, ReasonStarted, fmt.Sprintf("Started in pathway %s on journey revision %s", startedIn(old, cur), cur.JourneyRevision)})
 	}
 	if cur.Step > old.Step {
 		for _, h := range cur.History {
