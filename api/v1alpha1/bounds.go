@@ -7,6 +7,7 @@ package v1alpha1
 //	spec.messages          MaxMessagesBytes (the CRD refuses more; processed messages are dropped)
 //	spec.outcomes          MaxOutcomesBytes (the webhook refuses more; processed ones are dropped)
 //	spec.approvals         MaxApprovalsBytes (the CRD refuses more; processed ones are dropped)
+//	spec.interventions     MaxInterventionsBytes (the CRD refuses more; processed ones are dropped)
 //	spec.initialContext    C = Limits.ContextBytes (limits.maxContextBytes)
 //	status.context         C
 //	status.contextHistory  ContextHistoryBytes(C) = C/4
@@ -16,7 +17,7 @@ package v1alpha1
 //	turn records           3 x MaxAnswerBytes (lastTurn, pendingEffect, turn: one answer each)
 //	everything else        FixedBytes (metadata, managed fields, conditions, counters)
 //
-// With the defaults (C = 48 KiB, a 16 KiB transcript) that is 254 KiB, under the
+// With the defaults (C = 48 KiB, a 16 KiB transcript) that is 255.95 KiB, under the
 // 256 KiB this project promises; with the largest limits the API allows (C = 512 KiB,
 // a 128 KiB transcript) it is about 1.38 MiB, under etcd's 1.5 MiB request limit.
 // A new growing part adds its term here, so the bound stays in one place. The bounds
@@ -37,6 +38,13 @@ const (
 	// MaxApprovalsBytes bounds spec.approvals: the sum over its approvals of their
 	// decision id, by, reason and destination, and 64 bytes each. The CRD refuses more.
 	MaxApprovalsBytes = 6144
+	// MaxInterventionsBytes bounds spec.interventions: the sum over its interventions of
+	// their id, by, reason, feedback and pathway, and InterventionOverheadBytes each.
+	// The CRD refuses more. The largest single intervention fits.
+	MaxInterventionsBytes = 2000
+	// InterventionOverheadBytes is what an intervention costs in spec.interventions
+	// besides its strings (its action, step and limits).
+	InterventionOverheadBytes = 80
 	// MaxHistoryBytes bounds status.history: the oldest transitions are dropped past it
 	// (the newest is always kept; an entry's reason is at most 1 KiB).
 	MaxHistoryBytes = 16384
@@ -80,7 +88,7 @@ func ContextHistoryBytes(contextBytes int) int { return contextBytes / 4 }
 // by the formula above.
 func (l Limits) MaxObjectBytes() int {
 	c := l.ContextBytes()
-	return MaxMessagesBytes + MaxOutcomesBytes + MaxApprovalsBytes + c + c + ContextHistoryBytes(c) + MaxHistoryBytes +
+	return MaxMessagesBytes + MaxOutcomesBytes + MaxApprovalsBytes + MaxInterventionsBytes + c + c + ContextHistoryBytes(c) + MaxHistoryBytes +
 		MaxJournalBytes + l.TranscriptBytes() + 3*MaxAnswerBytes + FixedBytes
 }
 

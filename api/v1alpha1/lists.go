@@ -1,9 +1,11 @@
 package v1alpha1
 
-// Outcomes and approvals are numbered over the whole Session, from 0, as messages are:
-// spec.outcomes holds the ones from spec.outcomesDropped on, spec.approvals the ones
-// from spec.approvalsDropped on, and status.processedOutcomes and
-// status.processedApprovals count from the same origin.
+// Outcomes, approvals and interventions are numbered over the whole Session, from 0,
+// as messages are: spec.outcomes holds the ones from spec.outcomesDropped on,
+// spec.approvals the ones from spec.approvalsDropped on, spec.interventions the ones
+// from spec.interventionsDropped on, and status.processedOutcomes,
+// status.processedApprovals and status.processedInterventions count from the same
+// origin.
 
 // OutcomeAt returns External outcome n of the Session, when spec.outcomes still holds it.
 func (s *SessionSpec) OutcomeAt(n int32) (*ExternalOutcome, bool) {
@@ -35,6 +37,22 @@ func (s *SessionSpec) ApprovalCount() int32 {
 	return s.ApprovalsDropped + int32(len(s.Approvals))
 }
 
+// InterventionAt returns intervention n of the Session, when spec.interventions still
+// holds it.
+func (s *SessionSpec) InterventionAt(n int32) (*Intervention, bool) {
+	i := int(n) - int(s.InterventionsDropped)
+	if i < 0 || i >= len(s.Interventions) {
+		return nil, false
+	}
+	return &s.Interventions[i], true
+}
+
+// InterventionCount is how many interventions the Session has been sent: the dropped
+// ones and the ones spec.interventions holds.
+func (s *SessionSpec) InterventionCount() int32 {
+	return s.InterventionsDropped + int32(len(s.Interventions))
+}
+
 // DroppableOutcomes is how many outcomes may have left spec.outcomes: the processed
 // ones. The Session's validation refuses a spec.outcomesDropped past it.
 func (s *Session) DroppableOutcomes() int32 { return max(s.Status.ProcessedOutcomes, 0) }
@@ -42,3 +60,8 @@ func (s *Session) DroppableOutcomes() int32 { return max(s.Status.ProcessedOutco
 // DroppableApprovals is how many approvals may have left spec.approvals: the
 // processed ones. The Session's validation refuses a spec.approvalsDropped past it.
 func (s *Session) DroppableApprovals() int32 { return max(s.Status.ProcessedApprovals, 0) }
+
+// DroppableInterventions is how many interventions may have left spec.interventions:
+// the processed ones. The Session's validation refuses a spec.interventionsDropped past
+// it.
+func (s *Session) DroppableInterventions() int32 { return max(s.Status.ProcessedInterventions, 0) }

@@ -6,9 +6,10 @@ import (
 )
 
 // SessionSpec is one user's run through a journey: the messages, External
-// outcomes and approvals sent to it. Messages, outcomes and approvals are
-// append-only, except that processed entries may be dropped from the front
-// of each list (see messagesDropped, outcomesDropped and approvalsDropped).
+// outcomes, approvals and interventions sent to it. Messages, outcomes,
+// approvals and interventions are append-only, except that processed entries
+// may be dropped from the front of each list (see messagesDropped,
+// outcomesDropped, approvalsDropped and interventionsDropped).
 // +kubebuilder:validation:XValidation:rule="(has(self.messagesDropped) ? self.messagesDropped : 0) >= (has(oldSelf.messagesDropped) ? oldSelf.messagesDropped : 0)",fieldPath=".messagesDropped",message="messagesDropped cannot decrease: dropped messages cannot come back"
 // +kubebuilder:validation:XValidation:rule="(has(self.messages) ? size(self.messages) : 0) + (has(self.messagesDropped) ? self.messagesDropped : 0) >= (has(oldSelf.messages) ? size(oldSelf.messages) : 0) + (has(oldSelf.messagesDropped) ? oldSelf.messagesDropped : 0)",fieldPath=".messages",message="messages are append-only: a message leaves spec.messages only once processed, dropped from the front with messagesDropped raised by as many"
 // +kubebuilder:validation:XValidation:rule="((has(self.messagesDropped) ? self.messagesDropped : 0) - (has(oldSelf.messagesDropped) ? oldSelf.messagesDropped : 0)) <= (has(oldSelf.messages) ? size(oldSelf.messages) : 0)",fieldPath=".messagesDropped",message="messagesDropped may only grow by the number of messages removed from the front of spec.messages"
@@ -21,6 +22,10 @@ import (
 // +kubebuilder:validation:XValidation:rule="(has(self.approvals) ? size(self.approvals) : 0) + (has(self.approvalsDropped) ? self.approvalsDropped : 0) >= (has(oldSelf.approvals) ? size(oldSelf.approvals) : 0) + (has(oldSelf.approvalsDropped) ? oldSelf.approvalsDropped : 0)",fieldPath=".approvals",message="approvals are append-only: a processed prefix may leave spec.approvals, dropped from the front with approvalsDropped raised by as many"
 // +kubebuilder:validation:XValidation:rule="((has(self.approvalsDropped) ? self.approvalsDropped : 0) - (has(oldSelf.approvalsDropped) ? oldSelf.approvalsDropped : 0)) <= (has(oldSelf.approvals) ? size(oldSelf.approvals) : 0)",fieldPath=".approvalsDropped",message="approvalsDropped may only grow by the number of approvals removed from the front of spec.approvals"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.approvals) || oldSelf.approvals.all(i, e, i < ((has(self.approvalsDropped) ? self.approvalsDropped : 0) - (has(oldSelf.approvalsDropped) ? oldSelf.approvalsDropped : 0)) || !has(self.approvals) || i - ((has(self.approvalsDropped) ? self.approvalsDropped : 0) - (has(oldSelf.approvalsDropped) ? oldSelf.approvalsDropped : 0)) >= size(self.approvals) || self.approvals[i - ((has(self.approvalsDropped) ? self.approvalsDropped : 0) - (has(oldSelf.approvalsDropped) ? oldSelf.approvalsDropped : 0))] == e)",fieldPath=".approvals",message="approvals are append-only: existing approvals cannot change or move, new ones go at the end; to drop processed approvals, remove them from the front and raise approvalsDropped by as many"
+// +kubebuilder:validation:XValidation:rule="(has(self.interventionsDropped) ? self.interventionsDropped : 0) >= (has(oldSelf.interventionsDropped) ? oldSelf.interventionsDropped : 0)",fieldPath=".interventionsDropped",message="interventionsDropped cannot decrease: dropped interventions cannot come back"
+// +kubebuilder:validation:XValidation:rule="(has(self.interventions) ? size(self.interventions) : 0) + (has(self.interventionsDropped) ? self.interventionsDropped : 0) >= (has(oldSelf.interventions) ? size(oldSelf.interventions) : 0) + (has(oldSelf.interventionsDropped) ? oldSelf.interventionsDropped : 0)",fieldPath=".interventions",message="interventions are append-only: a processed prefix may leave spec.interventions, dropped from the front with interventionsDropped raised by as many"
+// +kubebuilder:validation:XValidation:rule="((has(self.interventionsDropped) ? self.interventionsDropped : 0) - (has(oldSelf.interventionsDropped) ? oldSelf.interventionsDropped : 0)) <= (has(oldSelf.interventions) ? size(oldSelf.interventions) : 0)",fieldPath=".interventionsDropped",message="interventionsDropped may only grow by the number of interventions removed from the front of spec.interventions"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.interventions) || oldSelf.interventions.all(i, e, i < ((has(self.interventionsDropped) ? self.interventionsDropped : 0) - (has(oldSelf.interventionsDropped) ? oldSelf.interventionsDropped : 0)) || !has(self.interventions) || i - ((has(self.interventionsDropped) ? self.interventionsDropped : 0) - (has(oldSelf.interventionsDropped) ? oldSelf.interventionsDropped : 0)) >= size(self.interventions) || self.interventions[i - ((has(self.interventionsDropped) ? self.interventionsDropped : 0) - (has(oldSelf.interventionsDropped) ? oldSelf.interventionsDropped : 0))] == e)",fieldPath=".interventions",message="interventions are append-only: existing interventions cannot change or move, new ones go at the end; to drop processed interventions, remove them from the front and raise interventionsDropped by as many"
 // +kubebuilder:validation:XValidation:rule="has(self.initialContext) == has(oldSelf.initialContext)",fieldPath=".initialContext",message="initialContext is immutable"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",fieldPath=".cancel",message="cancel cannot be unset"
 type SessionSpec struct {
@@ -110,6 +115,34 @@ type SessionSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=2147483647
 	ApprovalsDropped int32 `json:"approvalsDropped,omitempty"`
+
+	// interventions are a person's acts on the Session, applied in order, each
+	// exactly once, before the next message is routed: Resume lifts what blocks
+	// it (a cap, loop prevention, the retry limit, a timeout, a failure), Retry
+	// runs the current pathway's last turn again, Goto moves it to another
+	// pathway, Rewind restores it to how it was after an earlier step. One that
+	// cannot apply is refused (a Warning Event and the Session's conditions say
+	// why) and still counts as processed. Append-only, keyed by id. A processed
+	// prefix may be dropped, in the same update that raises interventionsDropped
+	// by as many; what the list holds adds up to at most 2,000 bytes (any one
+	// intervention fits).
+	// +optional
+	// +listType=map
+	// +listMapKey=id
+	// +kubebuilder:validation:MaxItems=25
+	// +kubebuilder:validation:XValidation:rule="self.map(i, size(i.id) + (has(i.by) ? size(i.by) : 0) + (has(i.reason) ? size(i.reason) : 0) + (has(i.feedback) ? size(i.feedback) : 0) + (has(i.pathway) ? size(i.pathway) : 0) + 80).sum() <= 2000",message="spec.interventions would hold more than 2,000 bytes (ids, names, reasons, feedback and 80 bytes an intervention): drop the processed interventions from the front of spec.interventions and raise spec.interventionsDropped by as many"
+	Interventions []Intervention `json:"interventions,omitempty"`
+
+	// interventionsDropped is how many processed interventions have been
+	// dropped from the front of spec.interventions, as messagesDropped is for
+	// messages: status.processedInterventions counts from the first
+	// intervention ever sent. It only grows, by the number of interventions
+	// removed from the front in the same update, and never past
+	// status.processedInterventions.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
+	InterventionsDropped int32 `json:"interventionsDropped,omitempty"`
 
 	// suspend pauses the Session: no step runs while it is true.
 	// +optional
@@ -232,6 +265,72 @@ type Approval struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// InterventionAction is what a person asks of a Session.
+// +kubebuilder:validation:Enum=Resume;Retry;Goto;Rewind
+type InterventionAction string
+
+const (
+	// InterventionResume lifts what blocks the Session: a cap (turns,
+	// iterations, transitions, budget, time), loop prevention, the retry limit,
+	// an idle or session timeout, or a failure.
+	InterventionResume InterventionAction = "Resume"
+	// InterventionRetry runs the current pathway's last turn again, with the
+	// intervention's feedback for its agents.
+	InterventionRetry InterventionAction = "Retry"
+	// InterventionGoto moves the Session to another pathway of its journey.
+	InterventionGoto InterventionAction = "Goto"
+	// InterventionRewind restores the Session to how it was after an earlier
+	// step.
+	InterventionRewind InterventionAction = "Rewind"
+)
+
+// Intervention is a person's act on a Session.
+// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.action == 'Resume'",message="limits belongs to action Resume (it raises the caps as the Session resumes); set it in spec.limits otherwise"
+// +kubebuilder:validation:XValidation:rule="!has(self.feedback) || self.action == 'Retry'",message="feedback belongs to action Retry (the agents see it when the turn runs again)"
+// +kubebuilder:validation:XValidation:rule="has(self.pathway) == (self.action == 'Goto')",message="pathway is required for action Goto and belongs to no other action"
+// +kubebuilder:validation:XValidation:rule="has(self.step) == (self.action == 'Rewind')",message="step is required for action Rewind and belongs to no other action"
+type Intervention struct {
+	// id identifies the intervention; unique within the Session.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9][-A-Za-z0-9_.]*$')",message="id must start with a letter or digit and contain only letters, digits, '-', '_' and '.'"
+	ID string `json:"id"`
+	// action is Resume, Retry, Goto or Rewind.
+	// +required
+	Action InterventionAction `json:"action"`
+	// reason says why, for the Session's history and Events.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Reason string `json:"reason,omitempty"`
+	// by is who intervened. Stamped by the admission webhook with the caller's
+	// username; a different name is refused.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	By string `json:"by,omitempty"`
+	// limits, for Resume only, raise the Session's caps in the same act: they
+	// become the Session's limits override (as spec.limits), so a cap that
+	// stalled it does not stall it again at once.
+	// +optional
+	Limits *SessionLimits `json:"limits,omitempty"`
+	// feedback, for Retry only, is what the pathway's agents are told when
+	// the turn runs again, as a decision's reasoning is when it retries with
+	// feedback.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Feedback string `json:"feedback,omitempty"`
+	// pathway, for Goto only, is the pathway of the Session's journey to move
+	// to.
+	// +optional
+	Pathway Name `json:"pathway,omitempty"`
+	// step, for Rewind only, is the status.step to restore the Session to:
+	// its pathway, pathway stack, iteration and context become what they were
+	// after that step. It must still be kept in status.history.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Step *int32 `json:"step,omitempty"`
+}
+
 // SessionStatus is where a Session is and how it got there.
 type SessionStatus struct {
 	// phase is the lifecycle phase; the conditions say the same for tools
@@ -288,6 +387,10 @@ type SessionStatus struct {
 	// from the first one ever sent (dropped ones included).
 	// +optional
 	ProcessedApprovals int32 `json:"processedApprovals,omitempty"`
+	// processedInterventions is how many interventions have been applied or
+	// refused, counted from the first one ever sent (dropped ones included).
+	// +optional
+	ProcessedInterventions int32 `json:"processedInterventions,omitempty"`
 	// turn is the turn in progress, when it waits on an agent between steps.
 	// +optional
 	Turn *TurnProgress `json:"turn,omitempty"`
@@ -509,6 +612,10 @@ type Exchange struct {
 	// to keep the exchange small.
 	// +optional
 	ToolCallsOmitted int32 `json:"toolCallsOmitted,omitempty"`
+	// rewound says a Rewind intervention undid this exchange: it stays in
+	// the conversation as what happened, but pathway agents no longer see it.
+	// +optional
+	Rewound bool `json:"rewound,omitempty"`
 }
 
 // ExchangeToolCall is a tool call of a past turn as the conversation
@@ -583,6 +690,11 @@ type EffectRecord struct {
 	// result is the agent's answer.
 	// +required
 	Result AgentResult `json:"result"`
+	// rewound says a Rewind intervention undid the step this answer was given
+	// for: the answer stays in the journal as what happened, and replaying the
+	// journal follows the rewind.
+	// +optional
+	Rewound bool `json:"rewound,omitempty"`
 	// spanID is the span, in the Session's trace (status.traceContext), of the
 	// step that obtained the answer, when the manager runs with tracing: the
 	// span of the step that applies the answer links to it.
@@ -644,7 +756,7 @@ type AgentResult struct {
 }
 
 // DecisionSource is who decided a transition.
-// +kubebuilder:validation:Enum=Rule;Agent;Approval;Transition;Outcome;Next;Return;Cap;Timeout
+// +kubebuilder:validation:Enum=Rule;Agent;Approval;Transition;Outcome;Next;Return;Cap;Timeout;Human
 type DecisionSource string
 
 const (
@@ -658,6 +770,8 @@ const (
 	SourceCap        DecisionSource = "Cap"
 	// SourceTimeout: an approval timeout decided (its onTimeout applied).
 	SourceTimeout DecisionSource = "Timeout"
+	// SourceHuman: a person decided, through spec.interventions.
+	SourceHuman DecisionSource = "Human"
 )
 
 // DecisionState is where a decision stands.
@@ -887,9 +1001,17 @@ type HistoryEntry struct {
 	// messageID that caused it, if any.
 	// +optional
 	MessageID string `json:"messageID,omitempty"`
-	// reason explains the move (a block reason, a decision's reasoning).
+	// reason explains the move (a block reason, a decision's reasoning, an
+	// intervention's reason).
 	// +optional
 	Reason string `json:"reason,omitempty"`
+	// intervention is the action of the intervention that made this entry,
+	// when a person intervened (source Human).
+	// +optional
+	Intervention InterventionAction `json:"intervention,omitempty"`
+	// by is who intervened, for entries an intervention made.
+	// +optional
+	By string `json:"by,omitempty"`
 }
 
 // Usage sums tokens, cost and tool calls.
@@ -925,6 +1047,7 @@ type Usage struct {
 // Session is one run of a journey.
 // +kubebuilder:validation:XValidation:rule="self.spec.?outcomesDropped.orValue(0) <= self.?status.?processedOutcomes.orValue(0)",message="spec.outcomesDropped is past the processed outcomes (status.processedOutcomes): only processed outcomes can be dropped from spec.outcomes; keep the pending ones"
 // +kubebuilder:validation:XValidation:rule="self.spec.?approvalsDropped.orValue(0) <= self.?status.?processedApprovals.orValue(0)",message="spec.approvalsDropped is past the processed approvals (status.processedApprovals): only processed approvals can be dropped from spec.approvals; keep the pending ones"
+// +kubebuilder:validation:XValidation:rule="self.spec.?interventionsDropped.orValue(0) <= self.?status.?processedInterventions.orValue(0)",fieldPath=".spec.interventionsDropped",message="spec.interventionsDropped is past the processed interventions (status.processedInterventions): only processed interventions can be dropped from spec.interventions; keep the pending ones"
 // +kubebuilder:validation:XValidation:rule="self.spec.?messagesDropped.orValue(0) <= self.?status.?processedMessages.orValue(0) - (self.?status.?turn.?trigger.orValue('None') == 'Message' ? 1 : 0)",message="spec.messagesDropped is past the processed messages (status.processedMessages, less the message of a turn in progress): only processed messages can be dropped from spec.messages; keep the pending ones"
 type Session struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -33,7 +33,8 @@ pathways:
 - {name: b, pathwayRef: pw-b}
 `
 
-// sessionBase is a valid Session spec with messages, an outcome and an approval.
+// sessionBase is a valid Session spec with messages, an outcome, an approval and an
+// intervention.
 const sessionBase = `journeyRef: {name: j}
 initialContext: {tier: gold}
 messages:
@@ -43,6 +44,8 @@ outcomes:
 - {pathway: review, iteration: 1, resultType: failure, data: {findings: [no tenant filter]}}
 approvals:
 - {decisionID: d-7, approve: true, by: alice}
+interventions:
+- {id: i-1, action: Resume, reason: loop was a false alarm, limits: {maxTurns: 200}}
 `
 
 // decision is an onSuccess decision transition with the given extra decision fields.
@@ -309,6 +312,29 @@ var rejectCases = []rejectCase{
 	{name: "approval inserted before the others", obj: session(sessionBase),
 		patch: `[{"op":"add","path":"/spec/approvals/0","value":{"decisionID":"d-1","approve":false}}]`,
 		field: "spec.approvals", msg: "existing approvals cannot change or move"},
+	{name: "intervention edited", obj: session(sessionBase),
+		patch: `[{"op":"replace","path":"/spec/interventions/0/reason","value":"no reason"}]`,
+		field: "spec.interventions", msg: "existing interventions cannot change or move"},
+	{name: "intervention removed", obj: session(sessionBase),
+		patch: `[{"op":"remove","path":"/spec/interventions/0"}]`,
+		field: "spec.interventions", msg: "interventions are append-only"},
+	{name: "unprocessed intervention dropped", obj: session(sessionBase),
+		patch: `[{"op":"remove","path":"/spec/interventions/0"},{"op":"add","path":"/spec/interventionsDropped","value":1}]`,
+		field: "spec.interventionsDropped", msg: "spec.interventionsDropped is past the processed interventions"},
+	{name: "Goto without a pathway", obj: session(sessionBase + "- {id: i-2, action: Goto}\n"),
+		field: "spec.interventions[1]", msg: "pathway is required for action Goto"},
+	{name: "Rewind with a pathway", obj: session(sessionBase + "- {id: i-2, action: Rewind, step: 3, pathway: a}\n"),
+		field: "spec.interventions[1]", msg: "pathway is required for action Goto and belongs to no other action"},
+	{name: "Rewind without a step", obj: session(sessionBase + "- {id: i-2, action: Rewind}\n"),
+		field: "spec.interventions[1]", msg: "step is required for action Rewind"},
+	{name: "Retry with limits", obj: session(sessionBase + "- {id: i-2, action: Retry, limits: {maxTurns: 9}}\n"),
+		field: "spec.interventions[1]", msg: "limits belongs to action Resume"},
+	{name: "Resume with feedback", obj: session(sessionBase + "- {id: i-2, action: Resume, feedback: try harder}\n"),
+		field: "spec.interventions[1]", msg: "feedback belongs to action Retry"},
+	{name: "unknown intervention action", obj: session(sessionBase + "- {id: i-2, action: Restart}\n"),
+		field: "spec.interventions[1].action", msg: "Unsupported value"},
+	{name: "interventions past 2,000 bytes", obj: session(sessionBase + "- {id: i-2, action: Retry, feedback: '" + strings.Repeat("x", 1000) + "'}\n- {id: i-3, action: Retry, feedback: '" + strings.Repeat("y", 1000) + "'}\n"),
+		field: "spec.interventions", msg: "spec.interventions would hold more than 2,000 bytes"},
 	{name: "outcome data edited", obj: session(sessionBase),
 		patch: `[{"op":"replace","path":"/spec/outcomes/0/data/findings","value":[]}]`,
 		field: "spec.outcomes", msg: "existing outcomes cannot change or move"},
@@ -433,6 +459,10 @@ transitions:
 			{"op":"add","path":"/spec/outcomes/-","value":{"pathway":"revise","iteration":2,"resultType":"success"}},
 			{"op":"add","path":"/spec/suspend","value":true},
 			{"op":"add","path":"/spec/cancel","value":true}]`},
+	{name: "interventions appended", obj: session(sessionBase),
+		patch: `[{"op":"add","path":"/spec/interventions/-","value":{"id":"i-2","action":"Retry","feedback":"use the insurance id"}},
+			{"op":"add","path":"/spec/interventions/-","value":{"id":"i-3","action":"Goto","pathway":"booking"}},
+			{"op":"add","path":"/spec/interventions/-","value":{"id":"i-4","action":"Rewind","step":0}}]`},
 }
 
 func TestAccepted(t *testing.T) {
@@ -467,7 +497,7 @@ func TestEnoughRejectCases(t *testing.T) {
 			updated[tc.field] = true
 		}
 	}
-	for _, f := range []string{"spec.journeyRef", "spec.initialContext", "spec.messages", "spec.approvals", "spec.outcomes", "spec.cancel"} {
+	for _, f := range []string{"spec.journeyRef", "spec.initialContext", "spec.messages", "spec.approvals", "spec.outcomes", "spec.interventions", "spec.cancel"} {
 		if !updated[f] {
 			t.Errorf("no update case for %s", f)
 		}
