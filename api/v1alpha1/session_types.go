@@ -174,6 +174,16 @@ type SessionLimits struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100000
 	MaxTurns int32 `json:"maxTurns,omitempty"`
+	// maxIterations replaces the Journey's maxIterations for this Session.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MaxIterations int32 `json:"maxIterations,omitempty"`
+	// maxTransitions replaces the Journey's maxTransitions for this Session.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	MaxTransitions int32 `json:"maxTransitions,omitempty"`
 	// budget replaces the Journey's budget fields that it sets.
 	// +optional
 	Budget *Budget `json:"budget,omitempty"`
@@ -391,6 +401,16 @@ type SessionStatus struct {
 	// refused, counted from the first one ever sent (dropped ones included).
 	// +optional
 	ProcessedInterventions int32 `json:"processedInterventions,omitempty"`
+	// interventionLimits are the caps Resume interventions raised (their
+	// limits, merged in order). They override the Journey's limits as
+	// spec.limits does; where both set a cap, the higher applies.
+	// +optional
+	InterventionLimits *SessionLimits `json:"interventionLimits,omitempty"`
+	// sessionTimeoutFrom is when a Resume intervention lifted a session
+	// timeout: limits.sessionTimeout counts from it instead of the Session's
+	// creation.
+	// +optional
+	SessionTimeoutFrom *metav1.Time `json:"sessionTimeoutFrom,omitempty"`
 	// turn is the turn in progress, when it waits on an agent between steps.
 	// +optional
 	Turn *TurnProgress `json:"turn,omitempty"`
@@ -510,7 +530,7 @@ type TraceContext struct {
 }
 
 // TurnTrigger is what started a turn.
-// +kubebuilder:validation:Enum=Message;Entry;Outcome;Approval
+// +kubebuilder:validation:Enum=Message;Entry;Outcome;Approval;Intervention
 type TurnTrigger string
 
 const (
@@ -518,6 +538,8 @@ const (
 	TurnEntry           TurnTrigger = "Entry"
 	TurnExternalOutcome TurnTrigger = "Outcome"
 	TurnApproval        TurnTrigger = "Approval"
+	// TurnIntervention: an intervention that could not apply, recorded with why.
+	TurnIntervention TurnTrigger = "Intervention"
 )
 
 // TurnStage is how far a turn in progress has got.
@@ -612,6 +634,9 @@ type Exchange struct {
 	// to keep the exchange small.
 	// +optional
 	ToolCallsOmitted int32 `json:"toolCallsOmitted,omitempty"`
+	// step is the status.step that ended the turn.
+	// +optional
+	Step int64 `json:"step,omitempty"`
 	// rewound says a Rewind intervention undid this exchange: it stays in
 	// the conversation as what happened, but pathway agents no longer see it.
 	// +optional
@@ -691,8 +716,7 @@ type EffectRecord struct {
 	// +required
 	Result AgentResult `json:"result"`
 	// rewound says a Rewind intervention undid the step this answer was given
-	// for: the answer stays in the journal as what happened, and replaying the
-	// journal follows the rewind.
+	// for: the answer stays in the journal as what happened.
 	// +optional
 	Rewound bool `json:"rewound,omitempty"`
 	// spanID is the span, in the Session's trace (status.traceContext), of the
@@ -944,6 +968,9 @@ type ContextVersion struct {
 	// version is the contextVersion after the change.
 	// +required
 	Version int64 `json:"version"`
+	// step is the status.step that made the change.
+	// +optional
+	Step int64 `json:"step,omitempty"`
 	// pathway made the change.
 	// +optional
 	Pathway string `json:"pathway,omitempty"`
@@ -1012,6 +1039,11 @@ type HistoryEntry struct {
 	// by is who intervened, for entries an intervention made.
 	// +optional
 	By string `json:"by,omitempty"`
+	// pathwayStack is status.pathwayStack after the move, so a Rewind can
+	// restore it.
+	// +optional
+	// +listType=atomic
+	PathwayStack []string `json:"pathwayStack,omitempty"`
 }
 
 // Usage sums tokens, cost and tool calls.

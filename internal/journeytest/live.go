@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"time"
 
@@ -243,7 +244,7 @@ func approvalStep(a flowv1.Approval) Step {
 func sameEntry(a, b flowv1.HistoryEntry) bool {
 	a.Time, b.Time = metav1.Time{}, metav1.Time{}
 	a.Step, b.Step = 0, 0
-	return a == b
+	return reflect.DeepEqual(a, b)
 }
 
 // historyDivergence compares the simulated history with the live one (which keeps only
