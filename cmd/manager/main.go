@@ -22,6 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/audit"
 	"github.com/journeyops/journey-operator/internal/controller"
 	"github.com/journeyops/journey-operator/internal/servingcert"
 	"github.com/journeyops/journey-operator/internal/tracing"
@@ -93,7 +94,8 @@ func main() {
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	// Above verbosity 7 client-go logs request bodies: whole Sessions and Secrets.
+	ctrl.SetLogger(audit.CapVerbosity(zap.New(zap.UseFlagOptions(&opts)), audit.MaxLogVerbosity))
 	log := ctrl.Log.WithName("setup")
 
 	scheme := runtime.NewScheme()

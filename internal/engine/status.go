@@ -197,7 +197,9 @@ func startedIn(old, cur *flowv1.SessionStatus) string {
 // Events lists what happened between two statuses of a Session, for the controller to
 // emit: the start, every transition (reason: its action), a block (Warning, reason:
 // the Stalled reason), approvals asked for, escalations (Warning), failed turns
-// (Warning) and the end (Completed, Failed as Warning, Cancelled).
+// (Warning) and the end (Completed, Failed as Warning, Cancelled). A note holds no
+// text of the conversation: no decision reasoning, no approver's reason, no tool
+// arguments, no agent's or tool server's error text (status keeps them all).
 func Events(old, cur *flowv1.SessionStatus) []Event {
 	if cur == nil {
 		return nil
@@ -218,12 +220,12 @@ func Events(old, cur *flowv1.SessionStatus) []Event {
 		}
 	}
 	if d := cur.LastDecision; d != nil && d.State == flowv1.DecisionEscalated && (old.LastDecision == nil || old.LastDecision.ID != d.ID || old.LastDecision.State != d.State) {
-		out = append(out, Event{EventWarning, flowv1.ReasonEscalated, fmt.Sprintf("Decision %s in pathway %s escalated (confidence %s): %s", d.ID, d.From, d.Confidence, d.Reasoning)})
+		out = append(out, Event{EventWarning, flowv1.ReasonEscalated, fmt.Sprintf("Decision %s in pathway %s escalated (confidence %s)", d.ID, d.From, d.Confidence)})
 	}
 	if cur.Phase != old.Phase {
 		switch cur.Phase {
 		case flowv1.PhaseAwaitingApproval:
-			out = append(out, Event{EventNormal, flowv1.ReasonAwaitingApproval, approvalMessage(cur)})
+			out = append(out, Event{EventNormal, flowv1.ReasonAwaitingApproval, approvalEventMessage(cur)})
 		case flowv1.PhaseCompleted:
 			out = append(out, Event{EventNormal, flowv1.ReasonCompleted, fmt.Sprintf("The journey completed in pathway %s", cur.CurrentPathway)})
 		case flowv1.PhaseFailed:
@@ -250,7 +252,7 @@ func Events(old, cur *flowv1.SessionStatus) []Event {
 		if !blocked && cur.Phase != flowv1.PhaseFailed {
 			msgs := make([]string, 0, len(lt.Failures))
 			for _, f := range lt.Failures {
-				msgs = append(msgs, fmt.Sprintf("%s %s %s: %s", f.Source, f.Kind, f.Component, f.Message))
+				msgs = append(msgs, failureNote(f))
 			}
 			out = append(out, Event{EventWarning, ReasonTurnFailed, truncate.Bytes(fmt.Sprintf("Turn in pathway %s: %s", lt.Pathway, strings.Join(msgs, "; ")), 1024, "")})
 		}
@@ -290,8 +292,26 @@ func historyMessage(h flowv1.HistoryEntry) string {
 	if h.MessageID != "" {
 		fmt.Fprintf(&b, " on message %s", h.MessageID)
 	}
-	if h.Reason != "" {
-		fmt.Fprintf(&b, ": %s", h.Reason)
-	}
 	return b.String()
+}
+
+// approvalEventMessage is the AwaitingApproval Event's note: the condition's message
+// without a tool call's arguments.
+func approvalEventMessage(st *flowv1.SessionStatus) string {
+	if tool, ok := st.LastDecision.ToolCall(); ok {
+		return fmt.Sprintf("Tool call %s (%s) in pathway %s waits for approval", st.LastDecision.ID, tool, st.LastDecision.From)
+	}
+	return approvalMessage(st)
+}
+
+// failureNote is a failure for an Event: its source, kind and component, and its
+// message only when the operator wrote it (System, Policy). An agent's or a tool
+// server's error text may quote the conversation; it stays in
+// status.lastTurn.failures.
+func failureNote(f flowv1.Failure) string {
+	switch f.Source {
+	case flowv1.FailureSystem, flowv1.FailurePolicy:
+		return fmt.Sprintf("%s %s %s: %s", f.Source, f.Kind, f.Component, f.Message)
+	}
+	return fmt.Sprintf("%s %s %s (status.lastTurn.failures has its message)", f.Source, f.Kind, f.Component)
 }

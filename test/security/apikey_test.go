@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/audit"
 	"github.com/journeyops/journey-operator/internal/controller"
 	"github.com/journeyops/journey-operator/internal/testenv"
 )
@@ -50,16 +51,18 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// maxVerbosity is the highest log verbosity the tests' claims hold at. From 8 up,
-// client-go logs the bodies of the manager's API requests and responses, the
-// Secrets it reads included (see docs/security.md).
-const maxVerbosity = 7
+// verbosity is the log verbosity the tests run the manager at: the highest client-go
+// knows (10: every request and response body, whole), through the cap the manager
+// puts on its logger (audit.CapVerbosity: nothing above 7, where client-go starts
+// logging bodies, the Secrets it reads and the Sessions it writes included; see
+// docs/security.md).
+const verbosity = 10
 
-// logs receives every log line of the manager up to maxVerbosity.
+// logs receives every log line of the manager.
 var logs = &syncBuffer{}
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.Level(zapcore.Level(-maxVerbosity))))
+	ctrl.SetLogger(audit.CapVerbosity(zap.New(zap.WriteTo(logs), zap.Level(zapcore.Level(-verbosity))), audit.MaxLogVerbosity))
 	os.Exit(m.Run())
 }
 
@@ -223,7 +226,7 @@ func TestAPIKeyAppearsNowhere(t *testing.T) {
 
 // readable is everything a user or an operator can read about namespace ns: its
 // Sessions, Journeys, Journey revisions and Events (both APIs) as JSON, and every line
-// the managers of this test binary logged up to maxVerbosity, hex dumps joined.
+// the managers of this test binary logged up to verbosity, hex dumps joined.
 func readable(ctx context.Context, c client.Client, ns string) (map[string]string, error) {
 	out := map[string]string{}
 	var sessions flowv1.SessionList
