@@ -74,7 +74,10 @@ test-unit: ## Unit tests that need no control plane.
 RACE_PKGS ?= ./internal/controller/... ./internal/step/... ./internal/console/... ./internal/webhook/... ./internal/revision/... ./internal/agent/... ./internal/plugin/... ./internal/testenv/... ./internal/tracing/... ./test/reliability/...
 
 .PHONY: test
-test: envtest chromium vet lint ## The whole test suite: lint, unit, envtest, browser (headless Chromium), e2e with kubectl; concurrent packages under -race.
+test: ## The whole test suite: lint, unit, envtest, browser (headless Chromium), e2e with kubectl; concurrent packages under -race.
+	@# Chromium installs (mostly download and unpacking) while the control plane builds and vet and lint compile.
+	@bash hack/setup-chromium.sh >/dev/null & chromium=$$!; \
+	$(MAKE) --no-print-directory envtest vet lint; rc=$$?; wait $$chromium || rc=1; exit $$rc
 	@race="$$($(GO) list $(RACE_PKGS))" && rest="$$($(GO) list ./... | grep -vxF "$$race")" && \
 	export KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" && \
 	echo "go test -race $(RACE_PKGS)" && $(GO) test -race -timeout $(TEST_TIMEOUT) $$race && \

@@ -36,7 +36,7 @@ if [[ "$(id -u)" != 0 ]]; then
   if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
     sudo="sudo -n"
   else
-    log "Chromium is not installed and installing it needs root: run 'sudo apt-get install -y chromium' or set CHROMIUM"
+    log "Chromium is not installed and installing it needs root: run 'sudo apt-get install -y --no-install-recommends chromium fonts-liberation' or set CHROMIUM"
     exit 1
   fi
 fi
@@ -50,9 +50,12 @@ fi
 if find_chromium; then
   exit 0
 fi
-log "installing Debian's chromium package with apt-get"
+# Without the recommended packages (Mesa's GL drivers, printing, notifications, upower):
+# headless Chromium renders in software and needs none of them; fonts-liberation is the
+# one recommendation kept, so pages lay out text with real metrics.
+log "installing Debian's chromium package with apt-get (no recommended packages)"
 export DEBIAN_FRONTEND=noninteractive
-if ! { $sudo apt-get update -q && $sudo apt-get install -y -q chromium; } >&2; then
+if ! { $sudo apt-get update -q && $sudo apt-get install -y -q --no-install-recommends chromium fonts-liberation; } >&2; then
   log "apt-get could not install chromium"
   exit 1
 fi
