@@ -387,9 +387,6 @@ func (r *run) closedLoop(ctx context.Context, cv *conversations) error {
 	res.TurnCPU = perUnit(cpu, n)
 	res.StatusWrites, res.SpecWrites = float64(w.Status)/n, float64(w.Spec)/n
 	res.ModelCalls, res.ToolCalls = float64(s1.Model-s0.Model)/n, float64(s1.Tools-s0.Tools)/n
-	if w.Restarts > 0 {
-		logf("closed loop: the write counter's watch was resumed %d times", w.Restarts)
-	}
 	logf("closed loop: %d sessions x %d turns in %.1fs = %.1f turns/s (%.2fx the plain pair), p50 %.1f ms p99 %.1f ms, %.2f ms cluster CPU a turn %v (%.2fx), %.2f status + %.2f spec writes a turn, %.2f model and %.2f tool calls a turn, load %s",
 		r.n, turns, d.Seconds(), res.ClosedRate, res.closedRatio(), res.ClosedP50, res.ClosedP99, total(res.TurnCPU), res.TurnCPU, res.cpuRatio(),
 		res.StatusWrites, res.SpecWrites, res.ModelCalls, res.ToolCalls, res.Load)

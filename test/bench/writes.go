@@ -1,135 +1,125 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
-	"sync"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
-
-	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
 
-// writeCounter counts the writes to the Sessions of a namespace as a watch sees them,
-// from outside the manager: every write is one event. A write that raised
-// metadata.generation changed the spec (the user's message); any other is a status
-// write (the Session's status subresource; the bench's Sessions get no other
-// metadata write). It watches metadata only (PartialObjectMetadata), so the events
-// are small for the API server to send and for the bench to decode.
+// writeCounter counts the successful writes to Sessions that the API server served,
+// from its own request counter (apiserver_request_total on /metrics): a write of the
+// status subresource is a status write, any other (the user's message) a spec write.
+// Exact whatever the load, unlike a watch, which falls behind and expires when the
+// machine is busy. The counter is the API server's, so it counts every namespace: the
+// bench's phases run one after the other, and each takes the difference over its own
+// span.
 type writeCounter struct {
-	mu         sync.Mutex
-	generation map[string]int64
-	counts     writeCounts
-	cancel     context.CancelFunc
-	done       chan struct{}
+	rc   rest.Interface
+	last writeCounts
 }
 
 // writeCounts are the writes counted so far.
 type writeCounts struct {
-	Created int64 `json:"created"`
-	Spec    int64 `json:"spec"`
-	Status  int64 `json:"status"`
-	// Restarts counts watches that ended and were resumed; a watch resumed from a
-	// compacted revision would miss writes, and the bench fails instead.
-	Restarts int64 `json:"restarts"`
+	Spec   int64 `json:"spec"`
+	Status int64 `json:"status"`
 }
 
 func (w writeCounts) sub(o writeCounts) writeCounts {
-	return writeCounts{Created: w.Created - o.Created, Spec: w.Spec - o.Spec, Status: w.Status - o.Status, Restarts: w.Restarts - o.Restarts}
+	return writeCounts{Spec: w.Spec - o.Spec, Status: w.Status - o.Status}
 }
 
-// countWrites starts counting the writes to the Sessions of namespace; the list that
-// starts it is not counted.
-func countWrites(ctx context.Context, cfg *rest.Config, namespace string) (*writeCounter, error) {
-	mc, err := metadata.NewForConfig(cfg)
+// countWrites starts counting the writes to Sessions.
+func countWrites(_ context.Context, cfg *rest.Config, _ string) (*writeCounter, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	res := mc.Resource(flowv1.GroupVersion.WithResource("sessions")).Namespace(namespace)
-	list, err := res.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
+	w := &writeCounter{rc: dc.RESTClient()}
+	if w.last, err = w.read(); err != nil {
+		return nil, fmt.Errorf("write counter: %w", err)
 	}
-	w := &writeCounter{generation: map[string]int64{}, done: make(chan struct{})}
-	for _, o := range list.Items {
-		w.generation[o.Name] = o.Generation
-	}
-	ctx, w.cancel = context.WithCancel(ctx)
-	rv := list.ResourceVersion
-	watchOnce := func() (watch.Interface, error) {
-		return res.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: ptrInt64(3600)})
-	}
-	wi, err := watchOnce()
-	if err != nil {
-		return nil, err
-	}
-	go func() {
-		defer close(w.done)
-		for {
-			for ev := range wi.ResultChan() {
-				o, ok := ev.Object.(*metav1.PartialObjectMetadata)
-				if !ok {
-					if ev.Type == watch.Error && ctx.Err() == nil {
-						logf("write counter: watch error %v", ev.Object)
-					}
-					continue
-				}
-				rv = o.ResourceVersion
-				w.observe(ev.Type, o)
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			w.mu.Lock()
-			w.counts.Restarts++
-			w.mu.Unlock()
-			for {
-				if wi, err = watchOnce(); err == nil {
-					break
-				}
-				if ctx.Err() != nil {
-					return
-				}
-				logf("write counter: %v", err)
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
-	}()
 	return w, nil
 }
 
-func (w *writeCounter) observe(t watch.EventType, o *metav1.PartialObjectMetadata) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	switch t {
-	case watch.Added:
-		w.counts.Created++
-		w.generation[o.Name] = o.Generation
-	case watch.Modified:
-		if o.Generation > w.generation[o.Name] {
-			w.counts.Spec++
-		} else {
-			w.counts.Status++
-		}
-		w.generation[o.Name] = o.Generation
-	case watch.Deleted:
-		delete(w.generation, o.Name)
+// read scrapes the API server's request counter for Sessions.
+func (w *writeCounter) read() (writeCounts, error) {
+	body, err := w.rc.Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		return writeCounts{}, err
 	}
+	return sessionWrites(body)
 }
 
-// snapshot is the writes counted so far. Writes made before it may still be on
-// their way: settle first.
+// sessionWrites sums apiserver_request_total over the successful writes (PATCH,
+// UPDATE, APPLY with a 2xx code) of resource sessions.
+func sessionWrites(metrics []byte) (writeCounts, error) {
+	var out writeCounts
+	sc := bufio.NewScanner(bytes.NewReader(metrics))
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		end := strings.LastIndexByte(line, '}')
+		if end < 0 {
+			continue
+		}
+		labels, value := line[len("apiserver_request_total{"):end], strings.TrimSpace(line[end+1:])
+		if label(labels, "resource") != "sessions" || !strings.HasPrefix(label(labels, "code"), "2") {
+			continue
+		}
+		switch label(labels, "verb") {
+		case "PATCH", "UPDATE", "APPLY":
+		default:
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return writeCounts{}, fmt.Errorf("apiserver_request_total: %q: %w", value, err)
+		}
+		if label(labels, "subresource") == "status" {
+			out.Status += int64(v)
+		} else {
+			out.Spec += int64(v)
+		}
+	}
+	return out, sc.Err()
+}
+
+// label is the value of name in a Prometheus label set (name="value",...).
+func label(labels, name string) string {
+	i := strings.Index(","+labels, ","+name+`="`)
+	if i < 0 {
+		return ""
+	}
+	rest := labels[i+len(name)+2:]
+	if j := strings.IndexByte(rest, '"'); j >= 0 {
+		return rest[:j]
+	}
+	return ""
+}
+
+// snapshot is the writes counted so far, or the last count when the scrape failed.
 func (w *writeCounter) snapshot() writeCounts {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.counts
+	c, err := w.read()
+	if err != nil {
+		logf("write counter: %v", err)
+		return w.last
+	}
+	w.last = c
+	return c
 }
 
-// settle waits until the watch has delivered every write made so far to the
-// namespace's Sessions: until no event arrives for quiet (at most 10 s).
+// settle waits until no write to a Session was served for quiet (at most 10 s): the
+// writes of turns that just ended are counted by then.
 func (w *writeCounter) settle(quiet time.Duration) writeCounts {
 	last := w.snapshot()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
@@ -143,13 +133,5 @@ func (w *writeCounter) settle(quiet time.Duration) writeCounts {
 	return last
 }
 
-// stop stops the watch and drops what the counter holds.
-func (w *writeCounter) stop() {
-	w.cancel()
-	<-w.done
-	w.mu.Lock()
-	w.generation = nil
-	w.mu.Unlock()
-}
-
-func ptrInt64(v int64) *int64 { return &v }
+// stop is a no-op: the counter holds nothing.
+func (w *writeCounter) stop() {}
