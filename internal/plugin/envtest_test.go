@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 	if kubeconfig != "" {
 		_ = os.RemoveAll(filepath.Dir(kubeconfig))
 	}
+	stopLive()
 	os.Exit(code)
 }
 
