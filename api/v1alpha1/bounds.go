@@ -13,7 +13,9 @@ package v1alpha1
 //	status.contextHistory  ContextHistoryBytes(C) = C/4
 //	status.history         MaxHistoryBytes
 //	status.journal         MaxJournalBytes
-//	conversation transcript Limits.TranscriptBytes (limits.maxTranscriptBytes)
+//	conversation transcript Limits.TranscriptBytes (limits.maxTranscriptBytes), with
+//	                       lastTurn.replies (every reply of the last turn, at most
+//	                       MaxTurnRepliesBytes): the transcript keeps less to make room
 //	turn records           3 x MaxAnswerBytes (lastTurn, pendingEffect, turn: one answer each)
 //	everything else        FixedBytes (metadata, managed fields, conditions, counters)
 //
@@ -53,6 +55,12 @@ const (
 	// MaxAnswerBytes is what one agent answer is assumed to take at most in status
 	// (its reply, outputs and reasoning): about 2,000 completion tokens.
 	MaxAnswerBytes = 8192
+	// MaxTurnRepliesBytes bounds lastTurn.replies, as stored: the oldest replies of
+	// a turn are dropped past it (the newest is always kept, its text cut at
+	// MaxTurnReplyBytes). They count against the transcript's bound.
+	MaxTurnRepliesBytes = 1536
+	// MaxTurnReplyBytes is where a reply's text in lastTurn.replies is cut.
+	MaxTurnReplyBytes = 1024
 	// FixedBytes covers what does not grow with the conversation: metadata and managed
 	// fields, conditions, counters, the last decision.
 	FixedBytes = 16384

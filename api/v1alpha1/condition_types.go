@@ -101,8 +101,11 @@ const (
 	ReasonOldestExchangesDropped = "OldestExchangesDropped"
 )
 
-// AgentAvailable: the last agent call succeeded (True) or failed transiently
-// (False).
+// AgentAvailable: the last agent or tool call answered (True), or failed:
+// transiently, while it is tried again, or for good, once it was given up
+// (False, with the error class as reason: RateLimited, AgentTimeout or
+// AgentError). An answer that was not usable (invalid JSON, a tool's error
+// result) is still an answer: True, the message says what was wrong with it.
 const (
 	ConditionAgentAvailable = "AgentAvailable"
 
@@ -110,6 +113,21 @@ const (
 	ReasonRateLimited  = "RateLimited"
 	ReasonAgentTimeout = "AgentTimeout"
 	ReasonAgentError   = "AgentError"
+)
+
+// TurnFailed: the last turn failed (True) or ended without a failure (False).
+// Absent until a turn fails. While True, the reason says how: the turn's
+// finishReason when a cap or policy stopped it (ToolCallLimit,
+// BudgetExceeded, TurnLimit, LoopDetected, PolicyDenied, ...), else the source
+// and kind of its last failure (LLMTimeout, ToolException, SystemException,
+// TransportTimeout, LLMValidation, ...); the message is that failure in one
+// line. status.reason, the REASON column, says TurnFailed while it is True
+// and the Session is otherwise healthy.
+const (
+	ConditionTurnFailed = "TurnFailed"
+
+	// ReasonTurnAnswered: the last turn ended without a failure.
+	ReasonTurnAnswered = "TurnAnswered"
 )
 
 // Event reasons of timers and overrides.

@@ -70,6 +70,16 @@ type JourneySpec struct {
 	// +kubebuilder:default=Graceful
 	ErrorRecovery ErrorRecovery `json:"errorRecovery,omitempty"`
 
+	// fallbackReply is the reply of a turn that ends without one of its own (it
+	// failed, a cap or the budget stopped it, it reached maxToolCalls, the model
+	// answered with empty text, or the pathways a message led through replied
+	// nothing), for pathways without their own fallbackReply. Without it the
+	// reply is a default sentence that says what happened (see
+	// docs/concepts.md, "Every turn answers"). Plain text, shown as written.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	FallbackReply string `json:"fallbackReply,omitempty"`
+
 	// toolServers are the MCP servers (streamable HTTP) the journey's tools come
 	// from.
 	// +optional
@@ -471,7 +481,8 @@ type Limits struct {
 	// agents see, as stored: the JSON of its exchanges (messages, replies,
 	// their ids and pathways, tool-call previews). The oldest exchanges are
 	// dropped whole to stay under it, never cut mid-message; at most 1000 are
-	// kept however small. Defaults to 16384.
+	// kept however small. It includes status.lastTurn.replies (at most 1.5
+	// KiB), the replies of the last turn. Defaults to 16384.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=131072

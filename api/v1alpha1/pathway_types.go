@@ -97,6 +97,16 @@ type PathwaySpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=64
 	MaxToolCalls *int32 `json:"maxToolCalls,omitempty"`
+
+	// fallbackReply is the reply of a turn of this pathway that ends without
+	// one of its own (it failed, a cap or the budget stopped it, it reached
+	// maxToolCalls, or the model answered with empty text). It takes
+	// precedence over the Journey's fallbackReply; without either the reply is
+	// a default sentence that says what happened. Plain text, shown as
+	// written.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	FallbackReply string `json:"fallbackReply,omitempty"`
 }
 
 // Pipeline combines several agents.

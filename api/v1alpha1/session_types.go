@@ -487,8 +487,13 @@ type SessionStatus struct {
 	// to.
 	// +optional
 	JourneyRevision string `json:"journeyRevision,omitempty"`
+	// reason is what `kubectl get sessions` shows in REASON: the Ready
+	// condition's reason, except TurnFailed while the Session is healthy (Ready
+	// True, not Completed) and its last turn failed.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 	// conditions: Ready, Reconciling, Stalled, AwaitingInput, AwaitingApproval,
-	// AgentAvailable.
+	// AgentAvailable, TurnFailed.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -877,7 +882,12 @@ const (
 	FinishToolCallLimit    FinishReason = "ToolCallLimit"
 )
 
-// TurnOutcome is the typed result of one turn.
+// TurnOutcome is the typed result of one turn. A message's turn includes the
+// runs of the runOn Entry pathways the message led into (greet -> diagnose ->
+// resolved is one turn with three replies): each is a run of its own (it
+// counts in status.turns and keeps its own exchange in status.transcript),
+// recorded here as the turn going on. The turn's transitions are the entries
+// of status.history with its messageID.
 type TurnOutcome struct {
 	// trigger is what started the turn.
 	// +optional
@@ -885,15 +895,32 @@ type TurnOutcome struct {
 	// messageID is the message the turn processed.
 	// +optional
 	MessageID string `json:"messageID,omitempty"`
-	// pathway is the pathway that ran.
+	// pathway is the pathway that ran last.
 	// +optional
 	Pathway string `json:"pathway,omitempty"`
-	// finishReason is how the turn ended.
+	// finishReason is how the turn (its last pathway run) ended; empty while
+	// the turn is in progress.
 	// +optional
 	FinishReason FinishReason `json:"finishReason,omitempty"`
-	// assistantText is the reply to the user.
+	// assistantText is the reply of the pathway that ran last: its own reply,
+	// or its fallback reply when it ended without one and the turn must answer
+	// (see replies).
 	// +optional
 	AssistantText string `json:"assistantText,omitempty"`
+	// replies are every reply of the turn, in order: one for each pathway run
+	// that replied, including the entry runs a message led into. A turn that
+	// ends without a reply of its own answers with a fallback reply (fallback
+	// true): the pathway's fallbackReply, else the Journey's, else a default
+	// sentence that says what happened. It does when its run failed or was
+	// stopped (by a cap, the budget, maxToolCalls), or when the message's turn
+	// ends with no reply at all (an empty model answer, a pathway that waits
+	// for input, a decision that waits for a person). Each text is cut at
+	// 1 KiB and the list kept under 1.5 KiB, newest last; assistantText holds
+	// the last reply whole.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Replies []TurnReply `json:"replies,omitempty"`
 	// resultType is the pathway's outcome.
 	// +optional
 	ResultType ResultType `json:"resultType,omitempty"`
@@ -908,18 +935,34 @@ type TurnOutcome struct {
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
 	Outputs *apiextensionsv1.JSON `json:"outputs,omitempty"`
-	// failures are what went wrong, typed.
+	// failures are what went wrong, typed, in all the turn's pathway runs. A
+	// turn with failures, or that ended on a failure finishReason, sets the
+	// TurnFailed condition.
 	// +optional
 	// +listType=atomic
 	Failures []Failure `json:"failures,omitempty"`
 	// usage is what the turn's agent calls cost.
 	// +optional
 	Usage Usage `json:"usage,omitzero"`
-	// toolCalls are the turn's tool calls.
+	// toolCalls are the tool calls of the turn's last pathway run.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	ToolCalls []ToolCallRecord `json:"toolCalls,omitempty"`
+}
+
+// TurnReply is one reply of a turn.
+type TurnReply struct {
+	// pathway is the pathway that replied.
+	// +optional
+	Pathway string `json:"pathway,omitempty"`
+	// text is the reply, cut at 1 KiB (a cut text ends saying so).
+	// +required
+	Text string `json:"text"`
+	// fallback says the pathway ended without a reply of its own and this is
+	// its fallback reply.
+	// +optional
+	Fallback bool `json:"fallback,omitempty"`
 }
 
 // FailureSource is where a failure came from.
@@ -1073,7 +1116,7 @@ type Usage struct {
 // +kubebuilder:printcolumn:name="Pathway",type=string,JSONPath=`.status.currentPathway`
 // +kubebuilder:printcolumn:name="Iteration",type=integer,JSONPath=`.status.iteration`
 // +kubebuilder:printcolumn:name="Confidence",type=string,JSONPath=`.status.confidence`
-// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // Session is one run of a journey.

@@ -157,6 +157,7 @@ func (r *run) liftCap() bool {
 	apimeta.RemoveStatusCondition(&st.Conditions, flowv1.ConditionStalled)
 	if lt := st.LastTurn; lt != nil && st.Turn != nil && lt.FinishReason == flowv1.FinishBudgetExceeded {
 		lt.FinishReason = ""
+		unanswer(lt)
 		lt.Failures = slices.DeleteFunc(lt.Failures, func(f flowv1.Failure) bool {
 			return f.Source == flowv1.FailurePolicy && f.Component == "engine" && capitalize(f.Message) == c.Message
 		})

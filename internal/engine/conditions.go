@@ -34,11 +34,39 @@ func AppendJournal(status *flowv1.SessionStatus, rec *flowv1.EffectRecord, limit
 }
 
 // Journal stores the answer to a step's effect: in status.pendingEffect, for the next
-// step to apply, and at the end of status.journal; the agent answered.
+// step to apply, and at the end of status.journal. AgentAvailable says what became of
+// the call (agentCondition).
 func Journal(status *flowv1.SessionStatus, rec *flowv1.EffectRecord, limit *int32, now time.Time) {
 	status.PendingEffect = rec
 	AppendJournal(status, status.PendingEffect, limit)
-	SetCondition(status, flowv1.ConditionAgentAvailable, metav1.ConditionTrue, flowv1.ReasonAgentReady, "The last agent call answered", now)
+	st, reason, msg := agentCondition(rec)
+	SetCondition(status, flowv1.ConditionAgentAvailable, st, reason, msg, now)
+}
+
+// agentCondition is AgentAvailable after the call rec answers: True when the agent or
+// tool answered (with a usable answer or not: an invalid answer or a tool's error
+// result is an answer), False when the call was given up (it timed out, was rate
+// limited, or its transport or server failed until its attempts ran out), with the
+// error class as reason.
+func agentCondition(rec *flowv1.EffectRecord) (metav1.ConditionStatus, string, string) {
+	who := rec.Agent
+	if who == "" {
+		who = "the agent"
+	}
+	f := rec.Result.Failure
+	if f == nil {
+		return metav1.ConditionTrue, flowv1.ReasonAgentReady, "The last agent call answered"
+	}
+	switch {
+	case f.Kind == flowv1.FailureRateLimit:
+		return metav1.ConditionFalse, flowv1.ReasonRateLimited, "The last call to " + who + " was given up: " + DescribeFailure(*f)
+	case f.Kind == flowv1.FailureTimeout:
+		return metav1.ConditionFalse, flowv1.ReasonAgentTimeout, "The last call to " + who + " was given up: " + DescribeFailure(*f)
+	case f.Source == flowv1.FailureTransport, f.Source == flowv1.FailureLLM && f.Kind == flowv1.FailureException,
+		f.Source == flowv1.FailureSystem && f.Kind == flowv1.FailureUnknown:
+		return metav1.ConditionFalse, flowv1.ReasonAgentError, "The last call to " + who + " was given up: " + DescribeFailure(*f)
+	}
+	return metav1.ConditionTrue, flowv1.ReasonAgentReady, "The last call to " + who + " answered, but the answer was not usable: " + DescribeFailure(*f)
 }
 
 // SetCondition sets a Session condition at now, its message capped for status.

@@ -76,6 +76,40 @@
 // status. An agent's Invalid or Terminal error, journaled as a failure, is a failed
 // pathway run, no intent, or an unclear decision.
 //
+// # Every turn answers (answer.go)
+//
+// A message's turn goes on through the runOn Entry pathways it leads into (greet ->
+// diagnose -> resolved): each entry run is a turn of its own in status.turns and the
+// transcript (its exchange without the message), but lastTurn stays the message's
+// record: its trigger and messageID, the failures and usage of every run, and every
+// reply in lastTurn.replies, in order. The moves of those runs carry the message's id
+// in history, so the turn's transitions are the history entries with its messageID.
+// An entry run continues the record when the last move entered its pathway with the
+// record's message; an entry run at the start, or after an outcome or an approval,
+// starts a record of its own.
+//
+// A run that ends without a reply of its own answers with a fallback reply when it
+// failed or was stopped (finishReason Error, a cap, LoopDetected, ToolCallLimit,
+// PolicyDenied, Deadline; a budget stall, though the turn stays in progress), or when
+// it ends a message's turn that has no reply at all (an empty or blank model answer,
+// a pathway that waits for input, a decision that waits for a person); a run the turn
+// goes on from (an entry run is due) leaves that to the next run. The fallback is the
+// pathway's fallbackReply, else the Journey's, else a default sentence per finish
+// reason (FallbackReply for an error; "This conversation is complete." for a journey
+// that completed), with nothing from the conversation in it. It is the run's
+// assistantText, joins lastTurn.replies (marked fallback) and the transcript. A budget
+// stall that spec.limits lifts takes its fallback back: the turn answers when it ends.
+//
+// TurnFailed follows the last turn once it is over: True when it recorded failures or
+// ended on a failure finishReason (reason: that finishReason for a cap or policy,
+// else the last failure's source and kind, such as SystemValidation or LLMTimeout;
+// message: that failure in one line), False (TurnAnswered) after a turn without
+// failures, absent until a turn fails. status.reason is the REASON column: the Ready
+// condition's reason, or TurnFailed while the Session is healthy and not Completed
+// and TurnFailed is True. AgentAvailable (set by Journal) is True when the last agent
+// or tool call answered, even unusably, and False with RateLimited, AgentTimeout or
+// AgentError once a call was given up.
+//
 // # Routing a message (route.go)
 //
 // Global transitions apply when their from is the current pathway or "*"; they are
@@ -111,8 +145,8 @@
 // contextHistory: the values it replaced and, for a list it appended to, only the items
 // it added (at most MaxContextVersions versions, at most flowv1.ContextHistoryBytes of them),
 // from which a detour's changes are undone and ContextAt rebuilds an earlier context. A failed run (an agent error, a builtin expression error) is recoverable:
-// Graceful records it in lastTurn (finishReason Error) and stays, FailFast fails the
-// Session. session.turns in
+// Graceful records it in lastTurn (finishReason Error, and the fallback reply) and
+// stays, FailFast fails the Session. session.turns in
 // CEL counts turns including the current one; session.pathwayTurns counts earlier
 // runs of the current pathway since it was entered.
 //

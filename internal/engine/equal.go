@@ -53,6 +53,7 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 			return x.Tool == y.Tool && x.ArgsDigest == y.ArgsDigest && jsonEqual(x.Result, y.Result)
 		}) &&
 		a.JourneyRevision == b.JourneyRevision &&
+		a.Reason == b.Reason &&
 		slices.EqualFunc(a.Conditions, b.Conditions, func(x, y metav1.Condition) bool {
 			return x.Type == y.Type && x.Status == y.Status && x.ObservedGeneration == y.ObservedGeneration &&
 				x.LastTransitionTime.Equal(&y.LastTransitionTime) && x.Reason == y.Reason && x.Message == y.Message
@@ -128,7 +129,7 @@ func outcomeEqual(a, b *flowv1.TurnOutcome) bool {
 	return a.Trigger == b.Trigger && a.MessageID == b.MessageID && a.Pathway == b.Pathway && a.FinishReason == b.FinishReason &&
 		a.AssistantText == b.AssistantText && a.ResultType == b.ResultType && a.Complete == b.Complete &&
 		a.Transition == b.Transition && jsonEqual(a.Outputs, b.Outputs) && slices.Equal(a.Failures, b.Failures) && a.Usage == b.Usage &&
-		slices.Equal(a.ToolCalls, b.ToolCalls)
+		slices.Equal(a.ToolCalls, b.ToolCalls) && slices.Equal(a.Replies, b.Replies)
 }
 
 func retryEqual(a, b *flowv1.AgentRetry) bool {

@@ -146,9 +146,9 @@ func (r *run) close(m move) {
 // makes it the last decision.
 func (r *run) record(from string, m move) {
 	st := r.st
-	msgID := ""
-	if st.Turn != nil {
-		msgID = st.Turn.MessageID
+	msgID := "" // the message whose turn (entry runs it led into included) moved
+	if st.Turn != nil && st.LastTurn != nil {
+		msgID = st.LastTurn.MessageID
 	}
 	r.appendHistory(flowv1.HistoryEntry{
 		Time: r.now, Step: r.step, From: from, To: m.to, Action: m.action, Source: m.source, Transition: m.transition,

@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"fmt"
+	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
@@ -133,6 +134,9 @@ func (r *run) applyResult(resp agent.PathwayResponse, failure *flowv1.Failure) s
 	}
 	rt := cmp.Or(resp.ResultType, flowv1.ResultSuccess)
 	lt.AssistantText = resp.Reply
+	if strings.TrimSpace(resp.Reply) == "" {
+		lt.AssistantText = "" // an empty answer: the turn answers with its fallback reply
+	}
 	lt.ResultType = rt
 	lt.Complete = resp.Complete
 	var outputs *apiextensionsv1.JSON
@@ -148,14 +152,11 @@ func (r *run) applyResult(resp agent.PathwayResponse, failure *flowv1.Failure) s
 	return goTo(flowv1.StageDecide)
 }
 
-// FallbackReply is the reply of a turn whose pathway failed to run with nowhere to go:
-// the person is never left without an answer.
-const FallbackReply = "Sorry, something went wrong on our side. Please try again in a moment."
-
 // executionFailed applies a pathway run that failed (an agent error after its
 // retries, a builtin expression that failed): a turn with result failure and the typed
 // failure in lastTurn. It takes onFailure like any failed turn; with no onFailure it is
-// a recoverable error: Graceful replies FallbackReply and stays, FailFast fails.
+// a recoverable error: Graceful stays (the turn answers with its fallback reply,
+// answer.go), FailFast fails.
 func (r *run) executionFailed(f flowv1.Failure) stageResult {
 	lt := r.st.LastTurn
 	lt.ResultType = flowv1.ResultFailure
@@ -168,7 +169,6 @@ func (r *run) executionFailed(f flowv1.Failure) stageResult {
 	}
 	if r.recoverable(flowv1.ReasonFailed, f) {
 		lt.FinishReason = flowv1.FinishError
-		lt.AssistantText = FallbackReply
 	}
 	return turnOver
 }

@@ -26,6 +26,7 @@ func (r *run) settle() {
 			st.Phase = flowv1.PhaseWaitingForInput
 		}
 	}
+	r.turnCondition()
 	r.conditions(blocked)
 }
 
@@ -147,6 +148,7 @@ func setCondition(st *flowv1.SessionStatus, typ string, status metav1.ConditionS
 	apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{
 		Type: typ, Status: status, Reason: reason, Message: truncate.Bytes(msg, 1024, ""), LastTransitionTime: now, ObservedGeneration: gen,
 	})
+	summarize(st)
 }
 
 func capitalize(s string) string {

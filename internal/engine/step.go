@@ -91,6 +91,8 @@ type run struct {
 	lifted *liftedCap
 	// readyReason and readyMessage explain a failure in the Ready condition.
 	readyReason, readyMessage string
+	// answered says the pathway run ending in this step has answered (answer).
+	answered bool
 }
 
 func (r *run) do() *Effect {
@@ -303,6 +305,7 @@ func (r *run) block(reason string, finish flowv1.FinishReason, proposed *move, m
 	st := r.st
 	if st.Turn == nil || st.LastTurn == nil {
 		st.LastTurn = &flowv1.TurnOutcome{Pathway: st.CurrentPathway}
+		r.answered = false
 	}
 	st.Turn = nil
 	st.LastTurn.FinishReason = finish
@@ -317,6 +320,7 @@ func (r *run) block(reason string, finish flowv1.FinishReason, proposed *move, m
 	if !st.Phase.HasStarted() {
 		st.Phase = flowv1.PhaseRunning
 	}
+	r.answer()
 }
 
 func (r *run) appendHistory(h flowv1.HistoryEntry) {

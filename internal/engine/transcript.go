@@ -14,8 +14,9 @@ import (
 
 // The transcript (status.transcript) is the conversation pathway agents see: each
 // turn's user message with the reply that answered it, bounded by
-// limits.maxTranscriptBytes. Whole exchanges are dropped from the front to stay under
-// the bound; a message is never cut. The bound counts the transcript as stored (its
+// limits.maxTranscriptBytes, which it shares with lastTurn.replies (the replies of the
+// last turn, often the transcript's newest exchanges too). Whole exchanges are dropped
+// from the front to stay under the bound; a message is never cut. The bound counts the transcript as stored (its
 // JSON, as status.history and status.journal count theirs), so it bounds the object's
 // size whatever the messages are like: short messages cost their ids and field names
 // too. At most MaxTranscriptExchanges are kept however small. The first drop sets the TranscriptTrimmed
@@ -46,15 +47,17 @@ const (
 	maxExchangeToolBytes = 2048
 )
 
-// recordExchange appends the turn that just ended to the transcript: its message (for
-// a message turn), its tool calls and its reply. A turn with none of them adds nothing.
-func (r *run) recordExchange() {
+// recordExchange appends the pathway run that just ended, started by trigger, to the
+// transcript: its message (for a run the message started, not the entry runs it led
+// into), its tool calls and its reply. A run with none of them adds nothing.
+func (r *run) recordExchange(trigger flowv1.TurnTrigger) {
 	lt := r.st.LastTurn
 	if lt == nil {
 		return
 	}
-	ex := flowv1.Exchange{MessageID: lt.MessageID, Pathway: lt.Pathway, Assistant: lt.AssistantText}
-	if lt.MessageID != "" {
+	ex := flowv1.Exchange{Pathway: lt.Pathway, Assistant: lt.AssistantText}
+	if trigger == flowv1.TurnMessage && lt.MessageID != "" {
+		ex.MessageID = lt.MessageID
 		ex.User, _ = r.message(lt.MessageID)
 	}
 	if r.st.Turn != nil {
@@ -63,9 +66,19 @@ func (r *run) recordExchange() {
 	if ex.User == "" && ex.Assistant == "" && len(ex.ToolCalls) == 0 {
 		return
 	}
+	r.st.Transcript = append(r.st.Transcript, ex)
+	r.trimTranscript()
+}
+
+// trimTranscript drops the oldest exchanges past MaxTranscriptExchanges, or past
+// limits.maxTranscriptBytes less what lastTurn.replies takes (they share the bound).
+func (r *run) trimTranscript() {
 	st := r.st
-	st.Transcript = append(st.Transcript, ex)
-	kept := keepNewest(st.Transcript, MaxTranscriptExchanges, r.snap.lim.transcriptBytes, false)
+	budget := r.snap.lim.transcriptBytes
+	if lt := st.LastTurn; lt != nil && len(lt.Replies) > 0 {
+		budget -= StoredBytes(lt.Replies)
+	}
+	kept := keepNewest(st.Transcript, MaxTranscriptExchanges, budget, false)
 	if drop := len(st.Transcript) - len(kept); drop > 0 {
 		st.Transcript = kept
 		st.TranscriptDropped += int32(drop)

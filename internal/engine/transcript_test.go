@@ -13,9 +13,11 @@ import (
 // reads; over maxTranscriptBytes the oldest exchanges are dropped whole.
 func TestTranscript(t *testing.T) {
 	// An exchange costs its JSON and a separator; the brackets take 2 bytes. The
-	// bound holds two exchanges and half of a third.
+	// bound holds two exchanges and half of a third, besides the last turn's
+	// replies, which share it.
 	one, _ := json.Marshal(flowv1.Exchange{MessageID: "m2", Pathway: "chat", User: "hello 2", Assistant: "4 before"})
-	bound := int32(2 + 2*(len(one)+1) + len(one)/2)
+	replies := StoredBytes([]flowv1.TurnReply{{Pathway: "chat", Text: "4 before"}})
+	bound := int32(2 + 2*(len(one)+1) + len(one)/2 + replies)
 	d := conversation(func(j *flowv1.JourneySpec) { j.Limits.MaxTranscriptBytes = new(bound) })
 	d.p["chat"].Builtin.Reply = `{{ len .history }} before`
 	s := newSession(t, d)

@@ -56,8 +56,15 @@ func (r *run) startTurn() *Effect {
 	}
 	st.Turns++
 	prev := st.LastTurn
-	st.LastTurn = &flowv1.TurnOutcome{Trigger: trigger, Pathway: st.CurrentPathway}
+	if trigger == flowv1.TurnEntry && r.continuesTurn(prev) {
+		// An entry run the message's turn led into: the turn goes on in its record.
+		st.LastTurn = &flowv1.TurnOutcome{Trigger: prev.Trigger, MessageID: prev.MessageID, Pathway: st.CurrentPathway,
+			Replies: prev.Replies, Failures: prev.Failures, Usage: prev.Usage}
+	} else {
+		st.LastTurn = &flowv1.TurnOutcome{Trigger: trigger, Pathway: st.CurrentPathway}
+	}
 	st.Turn = &flowv1.TurnProgress{Trigger: trigger, Pathway: st.CurrentPathway}
+	r.answered = false
 	switch trigger {
 	case flowv1.TurnExternalOutcome:
 		st.ProcessedOutcomes = int32(outcome + 1)
@@ -105,6 +112,17 @@ func (r *run) nextTrigger() (trigger flowv1.TurnTrigger, outcome int, ok bool) {
 	return "", -1, false
 }
 
+// continuesTurn reports whether an entry run now continues prev, the turn of a
+// message: prev is over and its last move (history tagged with its message) entered
+// the current pathway.
+func (r *run) continuesTurn(prev *flowv1.TurnOutcome) bool {
+	if prev == nil || prev.MessageID == "" || prev.FinishReason == "" || len(r.st.History) == 0 {
+		return false
+	}
+	h := r.st.History[len(r.st.History)-1]
+	return h.MessageID == prev.MessageID && h.To == r.st.CurrentPathway && h.Action != flowv1.ActionBlock
+}
+
 // resume continues the turn in progress from its recorded stage.
 func (r *run) resume() *Effect {
 	return r.drive(goTo(r.st.Turn.Stage))
@@ -113,12 +131,13 @@ func (r *run) resume() *Effect {
 // drive runs the turn in progress through its stages, starting from what the last one
 // did, until the turn is over or waits on a remote agent call, which it returns.
 func (r *run) drive(res stageResult) *Effect {
+	trigger := r.st.Turn.Trigger
 	for res.effect == nil && res.next != "" && !res.pause {
 		r.st.Turn.Stage = res.next
 		res = r.runStage(res.next)
 	}
 	if res.effect == nil && !res.pause {
-		r.endTurn()
+		r.endTurn(trigger)
 	}
 	return res.effect
 }
@@ -157,14 +176,16 @@ func (r *run) remote(kind flowv1.EffectKind, agents []flowv1.AgentSpec, pipeline
 	return nil, waitOn(eff)
 }
 
-// endTurn finishes the turn in progress. On a turn the Session already dropped
-// (failed, blocked, completed) it changes nothing: their finish reason is set.
-func (r *run) endTurn() {
-	r.recordExchange()
-	r.st.Turn = nil
+// endTurn finishes the pathway run in progress, started by trigger: the turn answers
+// (see answer) and its exchange joins the transcript. On a turn the Session already
+// dropped (failed, blocked, completed) the finish reason is already set.
+func (r *run) endTurn(trigger flowv1.TurnTrigger) {
 	if lt := r.st.LastTurn; lt != nil && lt.FinishReason == "" {
 		lt.FinishReason = flowv1.FinishSuccess
 	}
+	r.answer()
+	r.recordExchange(trigger)
+	r.st.Turn = nil
 }
 
 // turnFailed records a failed pathway run under the journey's errorRecovery; the

@@ -326,7 +326,8 @@ func TestHealthcareReferralStory(t *testing.T) {
 		"Message booking -> booking/1 Running",
 		"Message booking via reject-doctor -> booking/1 Running",
 		"Message booking -> confirmation/1 Running",
-		"Entry confirmation -> confirmation/1 Completed",
+		// The confirmation runs on entry as the rest of the booking message's turn.
+		"Message confirmation -> confirmation/1 Completed",
 	)
 	assertContains(t, p.replies[1], "$40 copay")
 	assertContains(t, p.replies[2], "I recommend Dr. Smith")
