@@ -20,6 +20,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -29,13 +30,14 @@ import (
 	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
 
-// Scheme knows the journey types and the built-in types the console reads.
+// Scheme knows the journey types and the built-in types the console reads (and the
+// plugin: Events, to tell why an intervention was refused).
 var Scheme = newScheme()
 
 func newScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		flowv1alpha1.AddToScheme, corev1.AddToScheme, authenticationv1.AddToScheme, authorizationv1.AddToScheme,
+		flowv1alpha1.AddToScheme, corev1.AddToScheme, eventsv1.AddToScheme, authenticationv1.AddToScheme, authorizationv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(err)

@@ -24,14 +24,15 @@ var appendBackoff = wait.Backoff{Steps: 12, Duration: 10 * time.Millisecond, Fac
 // list (an earlier try of the same append landed), so there is nothing to send.
 var errAlreadyThere = errors.New("already appended")
 
-// appendToSession appends one item to the spec list field ("messages", "outcomes" or
-// "approvals") of the Session key. build sees the latest Session and returns the item,
+// appendToSession appends one item to the spec list field ("messages", "outcomes",
+// "approvals" or "interventions") of the Session key. build sees the latest Session and returns the item,
 // or errAlreadyThere. The JSON patch carries the resourceVersion build saw, so it applies
 // only to that exact object; a concurrent writer makes it fail with a conflict, and the
 // append is built again on the fresh object. Lists are append-only, so an append never
-// reorders or replaces what others sent. It returns the Session as patched.
+// reorders or replaces what others sent. opts go with the patch (client.DryRunAll for a
+// server dry run). It returns the Session as patched.
 func appendToSession(ctx context.Context, c client.Client, key types.NamespacedName, field string,
-	build func(s *flowv1alpha1.Session) (any, error)) (*flowv1alpha1.Session, error) {
+	build func(s *flowv1alpha1.Session) (any, error), opts ...client.PatchOption) (*flowv1alpha1.Session, error) {
 	var patched *flowv1alpha1.Session
 	err := retry.RetryOnConflict(appendBackoff, func() error {
 		s := &flowv1alpha1.Session{}
@@ -50,7 +51,7 @@ func appendToSession(ctx context.Context, c client.Client, key types.NamespacedN
 		if err != nil {
 			return err
 		}
-		if err := c.Patch(ctx, s, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		if err := c.Patch(ctx, s, client.RawPatch(types.JSONPatchType, patch), opts...); err != nil {
 			if apierrors.IsConflict(err) {
 				return err
 			}
@@ -75,6 +76,8 @@ func list(s *flowv1alpha1.Session, field string) (items []any, dropped, droppabl
 		return anys(s.Spec.Outcomes), s.Spec.OutcomesDropped, s.DroppableOutcomes()
 	case "approvals":
 		return anys(s.Spec.Approvals), s.Spec.ApprovalsDropped, s.DroppableApprovals()
+	case "interventions":
+		return anys(s.Spec.Interventions), s.Spec.InterventionsDropped, s.DroppableInterventions()
 	}
 	panic("unknown list " + field)
 }
@@ -112,7 +115,7 @@ func appendPatch(rv, field string, n int, item any) ([]byte, error) {
 }
 
 // compactingPatch is the JSON patch that appends item to spec.<field> of s (messages,
-// outcomes or approvals) and, in the same update, drops the processed entries from its
+// outcomes, approvals or interventions) and, in the same update, drops the processed entries from its
 // front, raising spec.<field>Dropped by as many (the Session's validation allows
 // exactly that), so that the list holds only what is still pending and never
 // outgrows its bound. Like appendPatch it is conditional on the resourceVersion s was
