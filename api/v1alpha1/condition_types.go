@@ -139,3 +139,13 @@ const (
 	// stalled it, and it continues.
 	ReasonLimitsOverridden = "LimitsOverridden"
 )
+
+// Event reasons of interventions (spec.interventions).
+const (
+	// ReasonIntervened: an intervention applied; the message says who, what
+	// and why.
+	ReasonIntervened = "Intervened"
+	// ReasonInterventionRefused: an intervention could not apply (Warning); it
+	// counts as processed, and status.lastTurn keeps why.
+	ReasonInterventionRefused = "InterventionRefused"
+)

@@ -61,6 +61,12 @@ func (s *Session) DroppableOutcomes() int32 { return max(s.Status.ProcessedOutco
 // processed ones. The Session's validation refuses a spec.approvalsDropped past it.
 func (s *Session) DroppableApprovals() int32 { return max(s.Status.ProcessedApprovals, 0) }
 
+// InterventionsPending reports whether the Session has interventions the engine has not
+// processed: a finished Session still takes a step for them (a Failed one may resume).
+func (s *Session) InterventionsPending() bool {
+	return s.Status.ProcessedInterventions < s.Spec.InterventionCount()
+}
+
 // DroppableInterventions is how many interventions may have left spec.interventions:
 // the processed ones. The Session's validation refuses a spec.interventionsDropped past
 // it.

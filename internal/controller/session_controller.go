@@ -85,7 +85,8 @@ type SessionReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile takes one step of a Session and writes its status at most once; a finished
-// Session only waits for its TTL.
+// Session only waits for its TTL, unless an intervention waits (a Failed Session may
+// resume; the engine refuses it on the others).
 func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var s flowv1.Session
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
@@ -101,7 +102,7 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, nil
 	}
 	now := r.Clock.Now()
-	if s.Status.Phase.IsTerminal() {
+	if s.Status.Phase.IsTerminal() && !s.InterventionsPending() {
 		return computeResult(r.finished(ctx, &s, now))
 	}
 	return computeResult(r.finish(ctx, &s, r.step(ctx, &s, now), now))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 
@@ -16,29 +17,41 @@ import (
 // the agent's instructions: the signature's description and the answer's JSON schema.
 const promptOverheadChars = 2048
 
-// limits are the Session's limits: the revision's, with the caps spec.limits
-// overrides.
+// limits are the Session's limits: the revision's, with the caps spec.limits and
+// Resume interventions (status.interventionLimits) override; where both override a
+// cap, the higher applies.
 func (r *run) limits() limits {
 	l := r.snap.lim
-	o := r.spec.Limits
+	overrideLimits(&l, r.spec.Limits, false)
+	overrideLimits(&l, r.st.InterventionLimits, r.spec.Limits != nil)
+	return l
+}
+
+// overrideLimits applies the caps o sets to l. With higher, an override only raises
+// a cap (another override was applied before it).
+func overrideLimits(l *limits, o *flowv1.SessionLimits, higher bool) {
 	if o == nil {
-		return l
+		return
 	}
-	if o.MaxTurns > 0 {
-		l.turns = int(o.MaxTurns)
+	set := func(cap *int, v int32) {
+		if v > 0 && (!higher || int(v) > *cap) {
+			*cap = int(v)
+		}
 	}
+	set(&l.turns, o.MaxTurns)
+	set(&l.iterations, o.MaxIterations)
+	set(&l.transitions, o.MaxTransitions)
 	if b := o.Budget; b != nil {
-		if b.MaxTokens > 0 {
+		if b.MaxTokens > 0 && (!higher || b.MaxTokens > l.maxTokens) {
 			l.maxTokens = b.MaxTokens
 		}
-		if c, ok := parseNano(string(b.MaxCostUSD)); ok && c > 0 {
+		if c, ok := parseNano(string(b.MaxCostUSD)); ok && c > 0 && (!higher || c > l.maxCost) {
 			l.maxCost = c
 		}
-		if b.MaxToolCalls > 0 {
+		if b.MaxToolCalls > 0 && (!higher || b.MaxToolCalls > l.maxToolCalls) {
 			l.maxToolCalls = b.MaxToolCalls
 		}
 	}
-	return l
 }
 
 // overBudget reports whether the Session has spent its budget, and how.
@@ -159,7 +172,7 @@ func (r *run) liftCap() bool {
 		lt.FinishReason = ""
 		unanswer(lt)
 		lt.Failures = slices.DeleteFunc(lt.Failures, func(f flowv1.Failure) bool {
-			return f.Source == flowv1.FailurePolicy && f.Component == "engine" && capitalize(f.Message) == c.Message
+			return f.Source == flowv1.FailurePolicy && f.Component == "engine" && strings.HasPrefix(c.Message, capitalize(f.Message))
 		})
 	}
 	return true
@@ -184,6 +197,11 @@ func capEvents(old, cur *flowv1.SessionStatus) []Event {
 	was, wasBlocked := Blocked(old)
 	if _, blocked := Blocked(cur); !wasBlocked || blocked || !liftableCaps[was] || cur.Step <= old.Step {
 		return nil
+	}
+	for _, h := range cur.History {
+		if h.Step > old.Step && h.Intervention != "" {
+			return nil // an intervention lifted it: its own Event says so
+		}
 	}
 	msg := was
 	if c := apimeta.FindStatusCondition(old.Conditions, flowv1.ConditionStalled); c != nil {

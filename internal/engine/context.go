@@ -40,7 +40,7 @@ func (r *run) commitContext(next map[string]any, keys []string, pathway string) 
 		return nil
 	}
 	st.ContextVersion++
-	v.Version, v.Pathway = st.ContextVersion, pathway
+	v.Version, v.Step, v.Pathway = st.ContextVersion, r.step, pathway
 	st.ContextHistory = append(st.ContextHistory, v)
 	r.trimContextHistory()
 	st.Context = &apiextensionsv1.JSON{Raw: appendJSON(make([]byte, 0, size), next)}

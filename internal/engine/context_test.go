@@ -86,8 +86,8 @@ func TestContextCapAndVersions(t *testing.T) {
 	// was absent) and, for a list it appended to, only the items it added. So it can be
 	// undone, and it costs what the change added, not the size of the context.
 	want := []flowv1.ContextVersion{
-		{Version: 1, Pathway: "chat", Keys: []string{"last", "notes"}, Previous: raw(`{"last":null,"notes":null}`)},
-		{Version: 2, Pathway: "chat", Keys: []string{"last", "notes"}, Previous: raw(`{"last":"first"}`), Appended: raw(`{"notes":["second"]}`)},
+		{Version: 1, Step: 1, Pathway: "chat", Keys: []string{"last", "notes"}, Previous: raw(`{"last":null,"notes":null}`)},
+		{Version: 2, Step: 2, Pathway: "chat", Keys: []string{"last", "notes"}, Previous: raw(`{"last":"first"}`), Appended: raw(`{"notes":["second"]}`)},
 	}
 	if got := s.st.ContextHistory; !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("contextHistory %s, want %s", dump(got), dump(want))

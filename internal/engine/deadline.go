@@ -20,8 +20,21 @@ func idleDeadline(l limits, spec *flowv1.SessionSpec, st *flowv1.SessionStatus) 
 	return st.LastActivityTime.Add(l.idle), true
 }
 
+// timeoutStart is when the session timeout of a Session created at created counts
+// from: when a Resume last lifted a session timeout, else its creation, else
+// status.startTime.
+func timeoutStart(created time.Time, st *flowv1.SessionStatus) time.Time {
+	switch {
+	case st.SessionTimeoutFrom != nil:
+		return st.SessionTimeoutFrom.Time
+	case created.IsZero() && st.StartTime != nil:
+		return st.StartTime.Time
+	}
+	return created
+}
+
 // NextDeadline is the earliest time at which a step of a Session with this spec and
-// status, created at created (else started at status.startTime), would stop it
+// status, created at created (else started at status.startTime; see timeoutStart), would stop it
 // without any input: its session timeout or, while it waits for input, its idle
 // timeout, or, while it waits for an approval with a timeout, that approval's
 // deadline. It is zero when the Session has not started.
@@ -29,10 +42,7 @@ func (s *Snapshot) NextDeadline(spec *flowv1.SessionSpec, st *flowv1.SessionStat
 	if st == nil {
 		return time.Time{}
 	}
-	start := created
-	if start.IsZero() && st.StartTime != nil {
-		start = st.StartTime.Time
-	}
+	start := timeoutStart(created, st)
 	var at time.Time
 	if !start.IsZero() {
 		at = s.Deadline(start)

@@ -39,8 +39,11 @@
 //  4. The first step (phase empty or Pending) starts the Session in the entry pathway:
 //     iteration 1, the context from spec.initialContext, startTime, journeyRevision. It
 //     then goes on with the next rules in the same step.
-//  5. A blocked Session (see Caps) does nothing more until it is cancelled, or, blocked
-//     by the budget or maxTurns, until spec.limits lifts the cap.
+//  5. The next unprocessed intervention (see Interventions) applies, between turns or
+//     while a cap holds a turn; a finished Session takes one step for it too (a Failed
+//     one may resume, the others refuse). Else a blocked Session (see Caps) does
+//     nothing more until an intervention lifts the block or it is cancelled, or,
+//     blocked by the budget or maxTurns, until spec.limits lifts the cap.
 //  6. The session timeout (from the creation time, else startTime) blocks the Session,
 //     even when it is idle.
 //  7. An approval waited for past its approval timeout (no approval left to process)
@@ -208,11 +211,50 @@
 // are not cycles; a JumpBack starts a new cycle on purpose and maxIterations caps
 // those). A block keeps the phase, sets Stalled=True and Ready=False with the cap's
 // reason, ends the turn with the matching finishReason and a Policy failure, and
-// records a Block entry in history. It lasts until the Session is cancelled, except
-// that spec.limits (a per-Session override) lifts BudgetExceeded and TurnLimit when it
-// raises the cap: the stalled turn goes on. Stalled conditions set by the controller
+// records a Block entry in history. It lasts until an intervention lifts it or the
+// Session is cancelled; spec.limits (a per-Session override) also lifts BudgetExceeded
+// and TurnLimit when it raises the cap: the stalled turn goes on. Stalled conditions set by the controller
 // with other reasons (AgentTerminalError, ...) do not block the engine and are
 // cleared by the next step that runs.
+//
+// # Interventions (intervene.go)
+//
+// spec.interventions are a person's acts, applied in order, one a step, each exactly
+// once: status.processedInterventions counts them, applied or refused, so a repeated
+// step never applies one twice. An applied one is a history entry with source Human,
+// its action, by and reason (Event Intervened); a refused one changes nothing but a
+// PolicyDenied turn in lastTurn saying why (a failure of the held turn while a cap
+// holds one; Warning Event InterventionRefused). Completed and Cancelled Sessions
+// refuse every intervention.
+//
+//   - Resume lifts what stops the Session: a cap, loop prevention, the retry limit, a
+//     timeout or a failure, first raising the caps by its limits (kept in
+//     status.interventionLimits; with spec.limits, the higher cap applies). The loop
+//     window restarts at the entry (loop never looks past a person's entry); the retry
+//     limit resets the pathway's retry count; a session timeout counts from now
+//     (status.sessionTimeoutFrom), an idle timeout from the step; a Failed Session
+//     settles as Running or WaitingForInput. A turn a cap held goes on; a runOn Entry
+//     pathway whose move was refused runs again and decides again. Refused when nothing
+//     stops the Session, or when a count or budget cap is still reached.
+//   - Retry runs the current pathway again at once with its feedback for the agents,
+//     as the retry-with-feedback band does (lastDecision source Human, state
+//     RetriedWithFeedback; not counted against the retry limit). Refused before any
+//     turn and for External pathways.
+//   - Goto moves to any pathway of the revision, as a transition would, without caps
+//     or loop prevention: a detour pushes the pathway left, a pathway on the stack pops
+//     back to it; the pathway then runs at once when it runs on entry, else with the
+//     next message. lastDecision records it with source Human.
+//   - Rewind restores the pathway, stack and iteration of the last move at or before
+//     step N (history entries keep the stack), or the start when history holds every
+//     move, and the context of that step (ContextAt, from the versions' steps), as a
+//     new context version. Transcript exchanges and journal entries of later steps stay,
+//     marked rewound; agents no longer see rewound exchanges. The Session waits for the
+//     next message there. Refused when step N or its context is no longer kept.
+//
+// Retry, Goto and Rewind on a stopped Session first lift what stops it, as Resume
+// does (dropping a held turn), and are refused when Resume would be. Each condition
+// that stops a Session ends with the command that gets it going (kubectl journey
+// resume, retry, goto, limits, rewind or cancel and the Session's name).
 //
 // # Tool calls (tools.go, toolapproval.go, toolschema.go)
 //

@@ -29,6 +29,9 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 		a.ProcessedMessages == b.ProcessedMessages &&
 		a.ProcessedOutcomes == b.ProcessedOutcomes &&
 		a.ProcessedApprovals == b.ProcessedApprovals &&
+		a.ProcessedInterventions == b.ProcessedInterventions &&
+		limitsEqual(a.InterventionLimits, b.InterventionLimits) &&
+		timeEqual(a.SessionTimeoutFrom, b.SessionTimeoutFrom) &&
 		turnEqual(a.Turn, b.Turn) &&
 		decisionEqual(a.LastDecision, b.LastDecision) &&
 		effectEqual(a.PendingEffect, b.PendingEffect) &&
@@ -39,12 +42,13 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 		jsonEqual(a.Context, b.Context) &&
 		a.ContextVersion == b.ContextVersion &&
 		slices.EqualFunc(a.ContextHistory, b.ContextHistory, func(x, y flowv1.ContextVersion) bool {
-			return x.Version == y.Version && x.Pathway == y.Pathway && slices.Equal(x.Keys, y.Keys) && jsonEqual(x.Previous, y.Previous) && jsonEqual(x.Appended, y.Appended)
+			return x.Version == y.Version && x.Step == y.Step && x.Pathway == y.Pathway && slices.Equal(x.Keys, y.Keys) && jsonEqual(x.Previous, y.Previous) && jsonEqual(x.Appended, y.Appended)
 		}) &&
 		slices.EqualFunc(a.History, b.History, func(x, y flowv1.HistoryEntry) bool {
 			return x.Time.Equal(&y.Time) && x.Step == y.Step && x.From == y.From && x.To == y.To && x.Action == y.Action &&
 				x.Source == y.Source && x.Transition == y.Transition && x.Confidence == y.Confidence &&
-				x.Iteration == y.Iteration && x.MessageID == y.MessageID && x.Reason == y.Reason
+				x.Iteration == y.Iteration && x.MessageID == y.MessageID && x.Reason == y.Reason &&
+				x.Intervention == y.Intervention && x.By == y.By && slices.Equal(x.PathwayStack, y.PathwayStack)
 		}) &&
 		slices.EqualFunc(a.Transcript, b.Transcript, exchangeEqual) &&
 		a.TranscriptDropped == b.TranscriptDropped &&
@@ -95,7 +99,7 @@ func turnEqual(a, b *flowv1.TurnProgress) bool {
 
 func exchangeEqual(a, b flowv1.Exchange) bool {
 	return a.MessageID == b.MessageID && a.Pathway == b.Pathway && a.User == b.User && a.Assistant == b.Assistant &&
-		slices.Equal(a.ToolCalls, b.ToolCalls) && a.ToolCallsOmitted == b.ToolCallsOmitted
+		slices.Equal(a.ToolCalls, b.ToolCalls) && a.ToolCallsOmitted == b.ToolCallsOmitted && a.Step == b.Step && a.Rewound == b.Rewound
 }
 
 func decisionEqual(a, b *flowv1.DecisionRecord) bool {
@@ -119,7 +123,15 @@ func effectEqual(a, b *flowv1.EffectRecord) bool {
 		x.Reply == y.Reply && jsonEqual(x.Outputs, y.Outputs) && x.ResultType == y.ResultType &&
 		(x.Complete == nil) == (y.Complete == nil) && (x.Complete == nil || *x.Complete == *y.Complete) &&
 		x.Usage == y.Usage && (x.Failure == nil) == (y.Failure == nil) && (x.Failure == nil || *x.Failure == *y.Failure) &&
-		slices.Equal(x.ToolCalls, y.ToolCalls) && a.SpanID == b.SpanID
+		slices.Equal(x.ToolCalls, y.ToolCalls) && a.SpanID == b.SpanID && a.Rewound == b.Rewound
+}
+
+func limitsEqual(a, b *flowv1.SessionLimits) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.MaxTurns == b.MaxTurns && a.MaxIterations == b.MaxIterations && a.MaxTransitions == b.MaxTransitions &&
+		(a.Budget == nil) == (b.Budget == nil) && (a.Budget == nil || *a.Budget == *b.Budget)
 }
 
 func outcomeEqual(a, b *flowv1.TurnOutcome) bool {

@@ -40,6 +40,12 @@ func normalized(st *flowv1.SessionStatus) *flowv1.SessionStatus {
 	for i := range st.History {
 		st.History[i].Step = 0
 	}
+	for i := range st.ContextHistory {
+		st.ContextHistory[i].Step = 0
+	}
+	for i := range st.Transcript {
+		st.Transcript[i].Step = 0
+	}
 	if st.LastDecision != nil {
 		st.LastDecision.ID = ""
 	}

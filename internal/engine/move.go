@@ -42,7 +42,7 @@ const (
 func (r *run) move(m move) moveResult {
 	st := r.st
 	from := st.CurrentPathway
-	lim := r.snap.lim
+	lim := r.limits()
 	if m.action == flowv1.ActionClose {
 		r.close(m)
 		return moved
@@ -180,8 +180,8 @@ func loop(history []flowv1.HistoryEntry, from, to string, window, repeats int) (
 	var idx []int
 	for i := len(history) - 1; i >= 0 && len(idx) < window-1; i-- {
 		h := history[i]
-		if h.Action == flowv1.ActionJumpBack {
-			break
+		if h.Action == flowv1.ActionJumpBack || h.Source == flowv1.SourceHuman {
+			break // a new cycle, or a person's intervention: the window restarts
 		}
 		if h.From != h.To && h.From != "" && h.To != "" && h.Action == flowv1.ActionAdvance {
 			idx = append(idx, i)

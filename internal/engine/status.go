@@ -53,6 +53,9 @@ func (r *run) conditions(blocked bool) {
 		if reason == "" {
 			reason, msg = failedReason(st)
 		}
+		if hint := r.unblockHint(flowv1.ReasonFailed); !strings.HasSuffix(msg, hint) {
+			msg += hint
+		}
 	case st.Phase == flowv1.PhaseCancelled:
 		ready, stalled, reason, msg = metav1.ConditionFalse, true, flowv1.ReasonCancelled, "The session was cancelled"
 	case r.suspended:
@@ -215,8 +218,8 @@ func Events(old, cur *flowv1.SessionStatus) []Event {
 	}
 	if cur.Step > old.Step {
 		for _, h := range cur.History {
-			if h.Step <= old.Step || h.Action == flowv1.ActionBlock {
-				continue
+			if h.Step <= old.Step || h.Action == flowv1.ActionBlock || h.Intervention != "" {
+				continue // interventions have Events of their own
 			}
 			out = append(out, Event{EventNormal, string(h.Action), historyMessage(h)})
 		}
@@ -248,8 +251,10 @@ func Events(old, cur *flowv1.SessionStatus) []Event {
 		}
 	}
 	out = append(out, capEvents(old, cur)...)
+	out = append(out, interventionEvents(old, cur)...)
 	out = append(out, timeoutEvents(old, cur)...)
-	if lt := cur.LastTurn; lt != nil && len(lt.Failures) > 0 && cur.Step > old.Step && !sameFailures(old.LastTurn, lt) {
+	if lt := cur.LastTurn; lt != nil && len(lt.Failures) > 0 && cur.Step > old.Step && !sameFailures(old.LastTurn, lt) &&
+		lt.Trigger != flowv1.TurnIntervention && len(newRefusals(old.LastTurn, lt)) == 0 {
 		_, blocked := Blocked(cur)
 		if !blocked && cur.Phase != flowv1.PhaseFailed {
 			msgs := make([]string, 0, len(lt.Failures))

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,8 +55,8 @@ func Step(snap *Snapshot, in Input) (*flowv1.SessionStatus, *Effect) {
 	if eff == nil && r.stalledAgain() {
 		return old.DeepCopy(), nil // the override did not lift the cap
 	}
-	if !terminal {
-		r.settle()
+	if !terminal || !r.st.Phase.IsTerminal() {
+		r.settle() // a Failed Session a Resume lifted settles too
 	}
 	changed := !statusEqual(r.st, old)
 	if !changed && eff == nil {
@@ -98,6 +99,9 @@ type run struct {
 func (r *run) do() *Effect {
 	st := r.st
 	if st.Phase.IsTerminal() {
+		if r.interventionsPending() && !r.spec.Cancel {
+			r.intervene() // a Failed Session may resume; the others refuse
+		}
 		return nil
 	}
 	if r.spec.Cancel {
@@ -112,6 +116,11 @@ func (r *run) do() *Effect {
 		if !r.start() {
 			return nil
 		}
+	}
+	// Interventions go first, one a step, between turns (or when a cap stopped a turn).
+	if r.interventionsPending() && (st.Turn == nil || r.blocked()) {
+		r.intervene()
+		return nil
 	}
 	if r.blocked() && !r.liftCap() {
 		return nil
@@ -203,7 +212,8 @@ var blockReasons = map[string]bool{
 }
 
 // Blocked reports whether the engine has blocked the Session (a cap or loop
-// prevention), and why. A blocked Session takes no more steps until it is cancelled.
+// prevention), and why. A blocked Session takes no more steps until an intervention
+// lifts the block or it is cancelled.
 func Blocked(st *flowv1.SessionStatus) (reason string, blocked bool) {
 	for _, c := range st.Conditions {
 		if c.Type == flowv1.ConditionStalled && c.Status == metav1.ConditionTrue && blockReasons[c.Reason] {
@@ -219,10 +229,7 @@ func (r *run) blocked() bool {
 }
 
 func (r *run) timedOut() bool {
-	start := r.in.CreationTime
-	if start.IsZero() && r.st.StartTime != nil {
-		start = r.st.StartTime.Time
-	}
+	start := timeoutStart(r.in.CreationTime, r.st)
 	if start.IsZero() {
 		return false
 	}
@@ -250,7 +257,7 @@ func (r *run) external() bool {
 // hasWork reports whether a step on the current status would act.
 func (r *run) hasWork() bool {
 	st := r.st
-	if st.Turn != nil || st.PendingEffect != nil || r.approvalsPending() {
+	if st.Turn != nil || st.PendingEffect != nil || r.approvalsPending() || r.interventionsPending() {
 		return true
 	}
 	if r.awaiting() {
@@ -316,7 +323,7 @@ func (r *run) block(reason string, finish flowv1.FinishReason, proposed *move, m
 		h.To, h.Transition, h.Confidence = proposed.to, proposed.transition, proposed.confidence
 	}
 	r.appendHistory(h)
-	setCondition(st, flowv1.ConditionStalled, metav1.ConditionTrue, reason, capitalize(msg), r.now)
+	setCondition(st, flowv1.ConditionStalled, metav1.ConditionTrue, reason, capitalize(msg)+r.unblockHint(reason), r.now)
 	if !st.Phase.HasStarted() {
 		st.Phase = flowv1.PhaseRunning
 	}
@@ -325,6 +332,9 @@ func (r *run) block(reason string, finish flowv1.FinishReason, proposed *move, m
 
 func (r *run) appendHistory(h flowv1.HistoryEntry) {
 	st := r.st
+	if h.Action != flowv1.ActionBlock {
+		h.PathwayStack = slices.Clone(st.PathwayStack) // where the Session is after it, for Rewind
+	}
 	st.History = trimHistory(append(st.History, h), r.snap.lim.history)
 }
 

@@ -55,7 +55,7 @@ func (r *run) recordExchange(trigger flowv1.TurnTrigger) {
 	if lt == nil {
 		return
 	}
-	ex := flowv1.Exchange{Pathway: lt.Pathway, Assistant: lt.AssistantText}
+	ex := flowv1.Exchange{Pathway: lt.Pathway, Assistant: lt.AssistantText, Step: r.step}
 	if trigger == flowv1.TurnMessage && lt.MessageID != "" {
 		ex.MessageID = lt.MessageID
 		ex.User, _ = r.message(lt.MessageID)
@@ -134,6 +134,9 @@ func toolCallBytes(e flowv1.ExchangeToolCall) int {
 func (r *run) history() []agent.Exchange {
 	var out []agent.Exchange
 	for _, e := range r.st.Transcript {
+		if e.Rewound {
+			continue // undone by a Rewind: kept as what happened, not shown to agents
+		}
 		if e.User != "" {
 			out = append(out, agent.Exchange{Role: "user", Text: e.User})
 		}

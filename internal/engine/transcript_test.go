@@ -30,8 +30,8 @@ func TestTranscript(t *testing.T) {
 	if len(tr) != 2 || s.st.TranscriptDropped != 2 {
 		t.Fatalf("transcript %s, dropped %d: want the last 2 exchanges", dump(tr), s.st.TranscriptDropped)
 	}
-	if !exchangeEqual(tr[0], flowv1.Exchange{MessageID: "m2", Pathway: "chat", User: "hello 2", Assistant: "4 before"}) ||
-		!exchangeEqual(tr[1], flowv1.Exchange{MessageID: "m3", Pathway: "chat", User: "hello 3", Assistant: "4 before"}) {
+	if !exchangeEqual(tr[0], flowv1.Exchange{MessageID: "m2", Pathway: "chat", User: "hello 2", Assistant: "4 before", Step: 3}) ||
+		!exchangeEqual(tr[1], flowv1.Exchange{MessageID: "m3", Pathway: "chat", User: "hello 3", Assistant: "4 before", Step: 4}) {
 		t.Errorf("transcript %s", dump(tr))
 	}
 	// An exchange larger than the bound is dropped whole, never cut.
