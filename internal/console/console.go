@@ -3,7 +3,7 @@
 // local address. It has no credentials of its own: every read and write goes to the API
 // server with the caller's kubeconfig identity, so the cluster's RBAC decides what each
 // user sees and may do, and the approval webhook stamps approvals with that user.
-// Changes (approvals) are protected against cross-site requests by a per-process token
+// Changes (approvals, and resuming, retrying or cancelling a blocked Session) are protected against cross-site requests by a per-process token
 // sent as a cookie and a form field, and by Host and Origin checks.
 package console
 
@@ -58,6 +58,24 @@ type Answer struct {
 	Reason string
 }
 
+// Action is what a person does to a blocked Session from its page: Resume, Retry or
+// Cancel.
+type Action struct {
+	// Kind is Resume, Retry or Cancel.
+	Kind string
+	// Reason says why; it is recorded with the change.
+	Reason string
+	// Feedback, for Retry, is what the pathway's agents are told.
+	Feedback string
+}
+
+// The kinds of Action.
+const (
+	ActionResume = "Resume"
+	ActionRetry  = "Retry"
+	ActionCancel = "Cancel"
+)
+
 // Options configure a console.
 type Options struct {
 	// Config is the caller's connection to the cluster; the console never adds
@@ -74,6 +92,9 @@ type Options struct {
 	DOT func(journey flowv1alpha1.JourneySpec, pathways map[string]flowv1alpha1.PathwaySpec, current string) string
 	// Approve appends an answer to a Session's spec.approvals, acting with c.
 	Approve func(ctx context.Context, c client.Client, key types.NamespacedName, a Answer) error
+	// Act resumes, retries or cancels a Session, acting with c, and says what it did
+	// ("intervention i-3 (Resume) sent"). Nil: the Session page offers no actions.
+	Act func(ctx context.Context, c client.Client, key types.NamespacedName, a Action) (string, error)
 	// Now is the clock shown in pages. Defaults to time.Now.
 	Now func() time.Time
 }

@@ -67,6 +67,7 @@ func (s *Server) routes() {
 	mux.HandleFunc("GET /sessions/{ns}/{name}", s.sessionPage)
 	mux.HandleFunc("GET /approvals", s.approvalsPage)
 	mux.HandleFunc("POST /approvals/{ns}/{name}", s.answer)
+	mux.HandleFunc("POST /sessions/{ns}/{name}/actions", s.act)
 	mux.HandleFunc("GET /events/sessions", s.sessionEvents)
 	mux.HandleFunc("GET /events/changes", s.changeEvents)
 	s.mux = mux

@@ -2,11 +2,13 @@ package console
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -31,6 +33,12 @@ type sessionView struct {
 	Versions  []versionView
 	Usage     string
 	Conds     []metav1.Condition
+	// TurnFailed is the TurnFailed condition while it is True: the last turn failed.
+	TurnFailed *metav1.Condition
+	// Blocked says why the Session is blocked (stalled, failed, its last turn
+	// failed), when it is; Actions are what the page offers then.
+	Blocked *metav1.Condition
+	Actions []string
 }
 
 type messageView struct {
@@ -46,6 +54,12 @@ type versionView struct {
 }
 
 func (s *Server) sessionPage(w http.ResponseWriter, r *http.Request) {
+	s.showSession(w, r, http.StatusOK, layout{Flash: r.URL.Query().Get("done")})
+}
+
+// showSession renders the page of the Session of the request with status and the
+// layout's flash or error.
+func (s *Server) showSession(w http.ResponseWriter, r *http.Request, status int, l layout) {
 	key, ok := s.sessionKeyOf(w, r, "session")
 	if !ok {
 		return
@@ -61,6 +75,10 @@ func (s *Server) sessionPage(w http.ResponseWriter, r *http.Request) {
 	if pendingDecision(ss) != nil {
 		a := approvalOf(ss)
 		v.Pending = &a
+	}
+	v.TurnFailed = turnFailed(ss)
+	if v.Blocked = blocked(ss); v.Blocked != nil && s.opts.Act != nil {
+		v.Actions = actionsFor(ss)
 	}
 	for i, m := range ss.Spec.Messages {
 		v.Messages = append(v.Messages, messageView{m.ID, m.Text, ss.Spec.MessagesDropped+int32(i) < ss.Status.ProcessedMessages})
@@ -87,7 +105,83 @@ func (s *Server) sessionPage(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		v.GraphErr = "cannot draw the journey: " + err.Error()
 	}
-	s.render(w, r, http.StatusOK, "session", layout{Title: "Session " + key.Name, Nav: "sessions", Page: v})
+	l.Title, l.Nav, l.Page = "Session "+key.Name, "sessions", v
+	s.render(w, r, status, "session", l)
+}
+
+// turnFailed is the TurnFailed condition of s while it is True.
+func turnFailed(s *flowv1alpha1.Session) *metav1.Condition {
+	c := apimeta.FindStatusCondition(s.Status.Conditions, flowv1alpha1.ConditionTurnFailed)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return nil
+	}
+	return c
+}
+
+// blocked says why s is blocked, as a condition: Stalled while True (a cap, loop
+// prevention, a timeout), Ready when it failed, TurnFailed when its last turn failed;
+// nil when it is not blocked, or has completed or been cancelled.
+func blocked(s *flowv1alpha1.Session) *metav1.Condition {
+	switch s.Status.Phase {
+	case flowv1alpha1.PhaseCompleted, flowv1alpha1.PhaseCancelled:
+		return nil
+	case flowv1alpha1.PhaseFailed:
+		if c := apimeta.FindStatusCondition(s.Status.Conditions, flowv1alpha1.ConditionReady); c != nil {
+			return c
+		}
+		return &metav1.Condition{Type: flowv1alpha1.ConditionReady, Reason: flowv1alpha1.ReasonFailed, Message: "The journey failed"}
+	}
+	if s.Spec.Cancel {
+		return nil
+	}
+	if c := apimeta.FindStatusCondition(s.Status.Conditions, flowv1alpha1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
+		return c
+	}
+	return turnFailed(s)
+}
+
+// actionsFor are the actions offered on blocked Session s: Resume and Retry, and
+// Cancel unless it has ended.
+func actionsFor(s *flowv1alpha1.Session) []string {
+	actions := []string{ActionResume, ActionRetry}
+	if !s.Status.Phase.IsTerminal() {
+		actions = append(actions, ActionCancel)
+	}
+	return actions
+}
+
+// act resumes, retries or cancels a Session as the caller: the API server (RBAC, the
+// admission webhook) decides whether it is allowed and records who did it.
+func (s *Server) act(w http.ResponseWriter, r *http.Request) {
+	key, ok := s.sessionKeyOf(w, r, "session")
+	if !ok {
+		return
+	}
+	a := Action{Kind: r.PostFormValue("action"), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
+	if a.Kind == ActionRetry {
+		a.Feedback = strings.TrimSpace(r.PostFormValue("feedback"))
+	}
+	var err error
+	var done string
+	switch {
+	case s.opts.Act == nil:
+		err = errors.New("this console offers no actions on Sessions")
+	case a.Kind != ActionResume && a.Kind != ActionRetry && a.Kind != ActionCancel:
+		err = fmt.Errorf("unknown action %q: use Resume, Retry or Cancel", a.Kind)
+	default:
+		done, err = s.opts.Act(r.Context(), s.client, key, a)
+	}
+	if err != nil {
+		status := http.StatusConflict
+		var st apierrors.APIStatus
+		if errors.As(err, &st) && st.Status().Code != 0 {
+			status = int(st.Status().Code)
+		}
+		s.showSession(w, r, status, layout{Error: a.Kind + " session " + key.Namespace + "/" + key.Name + ": " + err.Error()})
+		return
+	}
+	msg := a.Kind + " of session " + key.Namespace + "/" + key.Name + ": " + done + "."
+	http.Redirect(w, r, "/sessions/"+url.PathEscape(key.Namespace)+"/"+url.PathEscape(key.Name)+"?done="+url.QueryEscape(msg), http.StatusSeeOther)
 }
 
 type approvalsView struct {

@@ -81,6 +81,7 @@ func (do *dashboardOptions) run(ctx context.Context) error {
 		})
 		return err
 	}
+	copts.Act = consoleAction
 	srv, err := console.New(ctx, copts)
 	if err != nil {
 		return err
@@ -95,6 +96,30 @@ func (do *dashboardOptions) run(ctx context.Context) error {
 	}
 	fmt.Fprintf(do.Out, "Journey console at %s (acting as %s; Ctrl-C to stop)\n", url, orNone(srv.User()))
 	return srv.Serve(ctx, l)
+}
+
+// consoleAction resumes, retries or cancels a Session for the console, as cancel,
+// resume and retry do.
+func consoleAction(ctx context.Context, c client.Client, key types.NamespacedName, a console.Action) (string, error) {
+	switch a.Kind {
+	case console.ActionCancel:
+		sent, err := cancelSession(ctx, c, key, dryRunNone, a.Reason)
+		if err != nil {
+			return "", err
+		}
+		if !sent {
+			return "already cancelled", nil
+		}
+		return "cancelled", nil
+	case console.ActionResume, console.ActionRetry:
+		r := InterventionRequest{Action: flowv1alpha1.InterventionAction(a.Kind), Reason: a.Reason, Feedback: a.Feedback, DryRun: dryRunNone}
+		sent, err := Intervene(ctx, c, key, r)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("intervention %s (%s) sent", sent.Intervention.ID, a.Kind), nil
+	}
+	return "", fmt.Errorf("unknown action %q", a.Kind)
 }
 
 // exposureWarning warns, when the console listens on addr other than a loopback

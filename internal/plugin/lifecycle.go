@@ -300,15 +300,7 @@ func (co *changeOptions) runCancel(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	_, sent, err := patchSession(ctx, c, key, mode, AnnotationCancelReason, co.reason, func(s *flowv1alpha1.Session) (map[string]any, error) {
-		if s.Spec.Cancel || s.Status.Phase == flowv1alpha1.PhaseCancelled {
-			return nil, errUnchanged
-		}
-		if s.Status.Phase.IsTerminal() {
-			return nil, fmt.Errorf("session/%s is %s: it has ended, there is nothing to cancel", s.Name, s.Status.Phase)
-		}
-		return map[string]any{"cancel": true}, nil
-	})
+	sent, err := cancelSession(ctx, c, key, mode, co.reason)
 	if err != nil {
 		return err
 	}
@@ -329,6 +321,22 @@ func (co *changeOptions) runCancel(ctx context.Context, name string) error {
 		return fmt.Errorf("session/%s ended as %s before the cancel was processed", name, s.Status.Phase)
 	}
 	return nil
+}
+
+// cancelSession sets spec.cancel of the Session key, keeping reason in its annotation,
+// acting with c. It reports whether it sent the change: a Session already cancelled,
+// or being cancelled, is left as it is; one that ended otherwise is refused.
+func cancelSession(ctx context.Context, c client.Client, key types.NamespacedName, mode dryRun, reason string) (bool, error) {
+	_, sent, err := patchSession(ctx, c, key, mode, AnnotationCancelReason, reason, func(s *flowv1alpha1.Session) (map[string]any, error) {
+		if s.Spec.Cancel || s.Status.Phase == flowv1alpha1.PhaseCancelled {
+			return nil, errUnchanged
+		}
+		if s.Status.Phase.IsTerminal() {
+			return nil, fmt.Errorf("session/%s is %s: it has ended, there is nothing to cancel", s.Name, s.Status.Phase)
+		}
+		return map[string]any{"cancel": true}, nil
+	})
+	return sent, err
 }
 
 // target resolves the Session name and builds the client.
