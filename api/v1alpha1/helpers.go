@@ -163,3 +163,32 @@ func (d *DecisionRecord) ToolCall() (tool string, ok bool) {
 	}
 	return strings.CutPrefix(d.Transition, toolDecisionPrefix)
 }
+
+// Failed reports whether a turn that ended with this finish reason failed: it ended on
+// an error, a cap or a policy, not by answering (Success), waiting for a person
+// (AwaitingApproval, Escalated) or being cancelled. Empty (in progress) is not failed.
+func (f FinishReason) Failed() bool {
+	switch f {
+	case "", FinishSuccess, FinishAwaitingApproval, FinishEscalated, FinishCancelled:
+		return false
+	}
+	return true
+}
+
+// Failed reports whether the turn failed: it ended on a failure finish reason or
+// recorded failures. A nil turn did not.
+func (t *TurnOutcome) Failed() bool {
+	return t != nil && (t.FinishReason.Failed() || len(t.Failures) > 0)
+}
+
+// Summary is the failure in one line: "<source>/<kind> in <component>: <message>".
+func (f Failure) Summary() string {
+	s := string(f.Source) + "/" + string(f.Kind)
+	if f.Component != "" {
+		s += " in " + f.Component
+	}
+	if f.Message != "" {
+		s += ": " + strings.Join(strings.Fields(f.Message), " ")
+	}
+	return s
+}

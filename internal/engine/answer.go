@@ -3,7 +3,6 @@ package engine
 import (
 	"cmp"
 	"fmt"
-	"strings"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,16 +45,6 @@ var defaultReplies = map[flowv1.FinishReason]string{
 // without a reply.
 const completedReply = "This conversation is complete."
 
-// failedFinish reports whether a turn that ended with finish failed: it ended on an
-// error, a cap or a policy, not by answering or waiting for a person.
-func failedFinish(finish flowv1.FinishReason) bool {
-	switch finish {
-	case "", flowv1.FinishSuccess, flowv1.FinishAwaitingApproval, flowv1.FinishEscalated, flowv1.FinishCancelled:
-		return false
-	}
-	return true
-}
-
 // answer ends a pathway run of the turn: its reply, or the fallback reply when it
 // must answer without one, joins lastTurn.replies. It answers once per step (a run
 // blocked inside a turn is answered by block, then ended by endTurn).
@@ -90,7 +79,7 @@ func (r *run) fallback(lt *flowv1.TurnOutcome) (string, bool) {
 		return "", false
 	}
 	finish := lt.FinishReason
-	if !failedFinish(finish) {
+	if !finish.Failed() {
 		if lt.MessageID == "" || len(lt.Replies) > 0 {
 			return "", false
 		}
@@ -154,17 +143,17 @@ func (r *run) turnCondition() {
 // cap or policy stopped it, else its last failure's source and kind; msg is that
 // failure in one line.
 func turnFailure(lt *flowv1.TurnOutcome) (reason, msg string, failed bool) {
-	if !failedFinish(lt.FinishReason) && len(lt.Failures) == 0 {
+	if !lt.Failed() {
 		return "", "", false
 	}
 	reason = string(lt.FinishReason)
 	msg = fmt.Sprintf("The turn in pathway %s ended with %s", lt.Pathway, lt.FinishReason)
 	if n := len(lt.Failures); n > 0 {
 		f := lt.Failures[n-1]
-		if lt.FinishReason == flowv1.FinishError || !failedFinish(lt.FinishReason) {
+		if lt.FinishReason == flowv1.FinishError || !lt.FinishReason.Failed() {
 			reason = failureReason(f)
 		}
-		msg = fmt.Sprintf("Pathway %s: %s", lt.Pathway, DescribeFailure(f))
+		msg = fmt.Sprintf("Pathway %s: %s", lt.Pathway, f.Summary())
 	}
 	return reason, truncate.Line(msg, 1024), true
 }
@@ -176,18 +165,6 @@ func failureReason(f flowv1.Failure) string {
 		return string(flowv1.FinishPolicyDenied)
 	}
 	return string(f.Source) + string(f.Kind)
-}
-
-// DescribeFailure is failure f in one line: "<source>/<kind> in <component>: <message>".
-func DescribeFailure(f flowv1.Failure) string {
-	s := fmt.Sprintf("%s/%s", f.Source, f.Kind)
-	if f.Component != "" {
-		s += " in " + f.Component
-	}
-	if f.Message != "" {
-		s += ": " + strings.Join(strings.Fields(f.Message), " ")
-	}
-	return s
 }
 
 // summarize sets status.reason, the REASON column: the Ready condition's reason, or

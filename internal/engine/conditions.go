@@ -59,14 +59,14 @@ func agentCondition(rec *flowv1.EffectRecord) (metav1.ConditionStatus, string, s
 	}
 	switch {
 	case f.Kind == flowv1.FailureRateLimit:
-		return metav1.ConditionFalse, flowv1.ReasonRateLimited, "The last call to " + who + " was given up: " + DescribeFailure(*f)
+		return metav1.ConditionFalse, flowv1.ReasonRateLimited, "The last call to " + who + " was given up: " + f.Summary()
 	case f.Kind == flowv1.FailureTimeout:
-		return metav1.ConditionFalse, flowv1.ReasonAgentTimeout, "The last call to " + who + " was given up: " + DescribeFailure(*f)
+		return metav1.ConditionFalse, flowv1.ReasonAgentTimeout, "The last call to " + who + " was given up: " + f.Summary()
 	case f.Source == flowv1.FailureTransport, f.Source == flowv1.FailureLLM && f.Kind == flowv1.FailureException,
 		f.Source == flowv1.FailureSystem && f.Kind == flowv1.FailureUnknown:
-		return metav1.ConditionFalse, flowv1.ReasonAgentError, "The last call to " + who + " was given up: " + DescribeFailure(*f)
+		return metav1.ConditionFalse, flowv1.ReasonAgentError, "The last call to " + who + " was given up: " + f.Summary()
 	}
-	return metav1.ConditionTrue, flowv1.ReasonAgentReady, "The last call to " + who + " answered, but the answer was not usable: " + DescribeFailure(*f)
+	return metav1.ConditionTrue, flowv1.ReasonAgentReady, "The last call to " + who + " answered, but the answer was not usable: " + f.Summary()
 }
 
 // SetCondition sets a Session condition at now, its message capped for status.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -423,5 +424,65 @@ func TestPrintReplyAfterEntryTurn(t *testing.T) {
 	}
 	if !strings.HasPrefix(b.String(), "Reply:      <none>\n") {
 		t.Errorf("reply for an unrelated message:\n%s", b.String())
+	}
+}
+
+// A message that went through several pathways prints every reply of its turn, in
+// order, with every transition it caused.
+func TestPrintReplyOfAMultiPathwayTurn(t *testing.T) {
+	s := &flowv1alpha1.Session{ObjectMeta: metav1.ObjectMeta{Name: "help-1"}}
+	s.Spec.Messages = []flowv1alpha1.Message{{ID: "m-1", Text: "my printer is broken"}}
+	s.Status.Phase = flowv1alpha1.PhaseWaitingForInput
+	s.Status.CurrentPathway = "resolved"
+	s.Status.LastTurn = &flowv1alpha1.TurnOutcome{Trigger: flowv1alpha1.TurnMessage, MessageID: "m-1", Pathway: "resolved", FinishReason: flowv1alpha1.FinishSuccess,
+		AssistantText: "Fixed.", Replies: []flowv1alpha1.TurnReply{{Pathway: "greet", Text: "Hi."}, {Pathway: "diagnose", Text: "Looking into it."}, {Pathway: "resolved", Text: "Fixed."}}}
+	s.Status.History = []flowv1alpha1.HistoryEntry{
+		{From: "greet", To: "diagnose", MessageID: "m-1", Transition: "next", Action: "Advance", Source: "Next", Confidence: "1"},
+		{From: "diagnose", To: "resolved", MessageID: "m-1", Transition: "next", Action: "Advance", Source: "Next", Confidence: "1"},
+	}
+	var b bytes.Buffer
+	if err := printReply(&b, s, "m-1"); err != nil {
+		t.Fatal(err)
+	}
+	want := `Reply:      [greet] Hi.
+Reply:      [diagnose] Looking into it.
+Reply:      [resolved] Fixed.
+Pathway:    resolved
+Transition: greet -> diagnose (via next, Advance, by Next, confidence 1)
+Transition: diagnose -> resolved (via next, Advance, by Next, confidence 1)
+Phase:      WaitingForInput
+`
+	if b.String() != want {
+		t.Errorf("reply:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// A failed turn prints its fallback reply and its failure, and exits 2: the Session
+// goes on, but the turn did not do what was asked.
+func TestPrintReplyOfAFailedTurn(t *testing.T) {
+	s := &flowv1alpha1.Session{ObjectMeta: metav1.ObjectMeta{Name: "help-1"}}
+	s.Spec.Messages = []flowv1alpha1.Message{{ID: "m-1", Text: "boom"}}
+	s.Status.Phase = flowv1alpha1.PhaseWaitingForInput
+	s.Status.CurrentPathway = "chat"
+	s.Status.LastTurn = &flowv1alpha1.TurnOutcome{Trigger: flowv1alpha1.TurnMessage, MessageID: "m-1", Pathway: "chat", FinishReason: flowv1alpha1.FinishError,
+		AssistantText: "Sorry.", Replies: []flowv1alpha1.TurnReply{{Pathway: "chat", Text: "Sorry.", Fallback: true}},
+		Failures: []flowv1alpha1.Failure{{Source: flowv1alpha1.FailureSystem, Kind: flowv1alpha1.FailureValidation, Component: "chat", Message: "output x: no such key"}}}
+	s.Status.Conditions = []metav1.Condition{{Type: flowv1alpha1.ConditionTurnFailed, Status: metav1.ConditionTrue, Reason: "SystemValidation"}}
+	var b bytes.Buffer
+	err := printReply(&b, s, "m-1")
+	want := `Reply:      Sorry.
+Pathway:    chat
+Failure:    System/Validation in chat: output x: no such key
+Phase:      WaitingForInput
+`
+	if b.String() != want {
+		t.Errorf("reply:\n%s\nwant:\n%s", b.String(), want)
+	}
+	if ExitCode(err) != ExitTurnFailed || !strings.Contains(err.Error(), "the turn of message m-1 in session/help-1 failed (SystemValidation)") {
+		t.Errorf("err %v, exit code %d", err, ExitCode(err))
+	}
+	// A good turn exits 0; any other error 1.
+	if ExitCode(nil) != 0 || ExitCode(errors.New("x")) != 1 {
+		t.Error("exit codes of nil and a plain error")
 	}
 }

@@ -5,6 +5,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -202,4 +203,31 @@ func newOptionsCommand() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// ExitTurnFailed is the exit code of `kubectl journey say --wait` when the message's
+// turn failed and the Session goes on. Every other error exits 1.
+const ExitTurnFailed = 2
+
+// ExitError is an error that exits with Code instead of 1.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// ExitCode is the process exit code of a command that returned err: 0 for nil, the
+// code of an ExitError in its chain, else 1.
+func ExitCode(err error) int {
+	var ee *ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.Code
+	}
+	return 1
 }

@@ -51,8 +51,11 @@ id is taken a short random suffix is added. Concurrent senders never overwrite e
 the append is conditional on the Session's resourceVersion and retried on conflict.
 
 With --wait the command waits until the Session has processed the message and stopped
-running, then prints the reply, the pathway, and the transitions the message caused. It
-fails when the Session fails, stalls, or does not answer within --timeout.`,
+running, then prints every reply of the message's turn (the pathways it led through
+included), the pathway, the transitions and failures of the turn, and the phase. Exit
+codes: 0 the turn answered; 2 the turn failed (its reply is the fallback, the Session
+goes on); 1 anything else: a usage or API error, a Session that failed, was cancelled
+or stalled, or no answer within --timeout.`,
 		Example: sayExample,
 		Args:    exactArgs(2, "SESSION and TEXT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -298,26 +301,31 @@ func ledInto(s *flowv1alpha1.Session, id, pathway string) bool {
 	return false
 }
 
-// printReply prints what message id led to: the reply, the pathway, the transitions it
-// caused and the phase. It returns an error when the Session failed or stalled.
+// printReply prints what message id led to: every reply of its turn, the pathway, the
+// transitions it caused, its failures and the phase. It returns an error when the
+// Session failed, was cancelled or stalled, and an ExitError with ExitTurnFailed when
+// the message's turn failed and the Session goes on.
 func printReply(w io.Writer, s *flowv1alpha1.Session, id string) error {
 	t := s.Status.LastTurn
+	mine := t != nil && t.MessageID == id
 	switch {
-	case t != nil && t.MessageID == id && t.AssistantText != "":
-		writeField(w, "Reply", t.AssistantText)
-	case t != nil && t.MessageID == id:
-		writeField(w, "Reply", "<none>")
+	case mine:
+		writeReplies(w, t)
 	case t != nil && t.Trigger == flowv1alpha1.TurnEntry && t.AssistantText != "" && ledInto(s, id, t.Pathway):
-		// The message moved the Session into a pathway that ran on entry: its reply is
-		// what the person sees next.
+		// A status written before entry runs were part of the message's turn: the
+		// entry run's reply is what the person sees next.
 		writeField(w, "Reply", t.AssistantText)
+	case t != nil && t.Trigger == "" && len(t.Replies) > 0 && stalled(s) != nil:
+		// A cap stopped the Session before the message's turn could start: its
+		// answer says so.
+		writeReplies(w, t)
 	case t != nil && t.MessageID != "" && s.Spec.MessageNumber(t.MessageID) > s.Spec.MessageNumber(id):
 		writeField(w, "Reply", fmt.Sprintf("<superseded: the last turn answered message %s>", t.MessageID))
 	default:
 		writeField(w, "Reply", "<none>")
 	}
 	pathway := s.Status.CurrentPathway
-	if t != nil && t.MessageID == id && t.Pathway != "" && t.Pathway != pathway {
+	if mine && t.Pathway != "" && t.Pathway != pathway {
 		pathway = fmt.Sprintf("%s (answered in %s)", orNone(pathway), t.Pathway)
 	}
 	writeField(w, "Pathway", orNone(pathway))
@@ -327,9 +335,9 @@ func printReply(w io.Writer, s *flowv1alpha1.Session, id string) error {
 		}
 		writeField(w, "Transition", describeHistory(h))
 	}
-	if t != nil && t.MessageID == id {
+	if mine {
 		for _, f := range t.Failures {
-			writeField(w, "Failure", describeFailure(f))
+			writeField(w, "Failure", f.Summary())
 		}
 	}
 	writeField(w, "Phase", orNone(string(s.Status.Phase)))
@@ -353,7 +361,32 @@ func printReply(w io.Writer, s *flowv1alpha1.Session, id string) error {
 	case flowv1alpha1.PhaseCancelled:
 		return fmt.Errorf("session/%s was cancelled", s.Name)
 	}
+	if mine && t.Failed() {
+		why := string(t.FinishReason)
+		if c := apimeta.FindStatusCondition(s.Status.Conditions, flowv1alpha1.ConditionTurnFailed); c != nil && c.Status == metav1.ConditionTrue {
+			why = c.Reason
+		}
+		return &ExitError{Code: ExitTurnFailed, Err: fmt.Errorf("the turn of message %s in session/%s failed (%s); the Session goes on", id, s.Name, why)}
+	}
 	return nil
+}
+
+// writeReplies writes every reply of turn t, in order: one Reply line each, naming the
+// pathway that replied when several did. A status written before turns kept their
+// replies has only assistantText.
+func writeReplies(w io.Writer, t *flowv1alpha1.TurnOutcome) {
+	switch {
+	case len(t.Replies) == 1:
+		writeField(w, "Reply", t.Replies[0].Text)
+	case len(t.Replies) > 1:
+		for _, r := range t.Replies {
+			writeField(w, "Reply", fmt.Sprintf("[%s] %s", orNone(r.Pathway), r.Text))
+		}
+	case t.AssistantText != "":
+		writeField(w, "Reply", t.AssistantText)
+	default:
+		writeField(w, "Reply", "<none>")
+	}
 }
 
 func describeHistory(h flowv1alpha1.HistoryEntry) string {
@@ -379,17 +412,6 @@ func describeHistory(h flowv1alpha1.HistoryEntry) string {
 		fmt.Fprintf(&b, ": %s", oneLine(h.Reason))
 	}
 	return b.String()
-}
-
-func describeFailure(f flowv1alpha1.Failure) string {
-	s := fmt.Sprintf("%s/%s", f.Source, f.Kind)
-	if f.Component != "" {
-		s += " in " + f.Component
-	}
-	if f.Message != "" {
-		s += ": " + oneLine(f.Message)
-	}
-	return s
 }
 
 func describePending(session string, d *flowv1alpha1.DecisionRecord) string {
