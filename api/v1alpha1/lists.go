@@ -71,3 +71,25 @@ func (s *Session) InterventionsPending() bool {
 // the processed ones. The Session's validation refuses a spec.interventionsDropped past
 // it.
 func (s *Session) DroppableInterventions() int32 { return max(s.Status.ProcessedInterventions, 0) }
+
+// MoveAtOrBefore returns the last entry of status.history at or before step that says
+// where the Session was after it (a move or an intervention, not a refused move). ok
+// is false when there is none; kept then says whether history still holds every move
+// the Session made (one entry for each of status.transitions, besides refused moves
+// and interventions), so that having none means the Session was where it started.
+func (s *SessionStatus) MoveAtOrBefore(step int64) (entry *HistoryEntry, ok, kept bool) {
+	moves := 0
+	for i := len(s.History) - 1; i >= 0; i-- {
+		e := &s.History[i]
+		if e.Action == ActionBlock {
+			continue
+		}
+		if e.Step <= step {
+			return e, true, true
+		}
+		if e.Source != SourceHuman {
+			moves++
+		}
+	}
+	return nil, false, moves == int(s.Transitions)
+}

@@ -303,29 +303,16 @@ type position struct {
 
 // positionAfter is where the Session was after step n: where the last move at or
 // before it left it, or where it started when no move came before and history holds
-// every move (one entry for each of status.transitions, besides blocks and
-// interventions).
+// every move.
 func (r *run) positionAfter(n int64) (position, string) {
-	h := r.st.History
-	for i := len(h) - 1; i >= 0; i-- {
-		e := h[i]
-		if e.Step > n || e.Action == flowv1.ActionBlock {
-			continue
-		}
+	e, ok, kept := r.st.MoveAtOrBefore(n)
+	switch {
+	case ok:
 		return position{pathway: cmp.Or(e.To, e.From), stack: slices.Clone(e.PathwayStack), iteration: e.Iteration}, ""
-	}
-	moves := 0
-	for _, e := range h {
-		if e.Action != flowv1.ActionBlock && e.Source != flowv1.SourceHuman {
-			moves++
-		}
-	}
-	if moves != int(r.st.Transitions) {
-		oldest := "none"
-		if len(h) > 0 {
-			oldest = fmt.Sprintf("step %d", h[0].Step)
-		}
-		return position{}, fmt.Sprintf("step %d is no longer kept in status.history (the oldest entry kept: %s)", n, oldest)
+	case !kept && len(r.st.History) == 0:
+		return position{}, fmt.Sprintf("step %d is no longer kept in status.history, which keeps no entries", n)
+	case !kept:
+		return position{}, fmt.Sprintf("step %d is no longer kept in status.history (the oldest entry kept is of step %d)", n, r.st.History[0].Step)
 	}
 	return position{pathway: string(r.snap.journey.EntryPathway), iteration: 1}, ""
 }

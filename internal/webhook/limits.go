@@ -31,6 +31,12 @@ func checkLimits(old, s *flowv1.Session) field.ErrorList {
 	if l.MaxTurns > 0 && l.MaxTurns < used.Turns {
 		below(limitsPath.Child("maxTurns"), l.MaxTurns, fmt.Sprintf("%d turns", used.Turns))
 	}
+	if l.MaxIterations > 0 && l.MaxIterations < used.Iteration {
+		below(limitsPath.Child("maxIterations"), l.MaxIterations, fmt.Sprintf("%d iterations", used.Iteration))
+	}
+	if l.MaxTransitions > 0 && l.MaxTransitions < used.Transitions {
+		below(limitsPath.Child("maxTransitions"), l.MaxTransitions, fmt.Sprintf("%d transitions", used.Transitions))
+	}
 	b := l.Budget
 	if b == nil {
 		return errs

@@ -33,9 +33,9 @@ type sessionDefaulter struct {
 	clock clock.PassiveClock
 }
 
-// Default stamps every approval at an index the old object did not have (all of them
-// on create). An approval that already names someone else is refused here, not
-// overwritten: a forged approval must fail loudly.
+// Default stamps every approval and intervention at an index the old object did not
+// have (all of them on create). One that already names someone else is refused here,
+// not overwritten: a forged approval or intervention must fail loudly.
 func (d *sessionDefaulter) Default(ctx context.Context, s *flowv1.Session) error {
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil {
@@ -44,6 +44,10 @@ func (d *sessionDefaulter) Default(ctx context.Context, s *flowv1.Session) error
 	old, err := oldSession(req)
 	if err != nil {
 		return apierrors.NewBadRequest(err.Error())
+	}
+	if errs := stampInterventions(&old.Spec, &s.Spec, req.UserInfo.Username); len(errs) > 0 {
+		logf.FromContext(ctx).Info("Denied forged intervention", "session", req.Namespace+"/"+req.Name, "user", req.UserInfo.Username)
+		return apierrors.NewForbidden(sessionResource, s.Name, errs.ToAggregate())
 	}
 	from := newApprovalsFrom(&old.Spec, &s.Spec)
 	if from >= len(s.Spec.Approvals) {
@@ -77,6 +81,9 @@ type sessionValidator struct {
 // when the decision lists no approvers (any user allowed to patch the Session may).
 type approverLookup interface {
 	approvers(ctx context.Context, s *flowv1.Session, d *flowv1.DecisionRecord) (a flowv1.Approvers, restricted bool, err error)
+	// pathway returns the spec of the Session's pathway with local name local; a
+	// *noPathwayError when its journey revision has none.
+	pathway(ctx context.Context, s *flowv1.Session, local string) (*flowv1.PathwaySpec, error)
 }
 
 // ValidateCreate checks the approvals of a new Session: a new Session has no decision
@@ -106,6 +113,13 @@ func (v *sessionValidator) validate(ctx context.Context, old, s *flowv1.Session)
 	}
 	if errs := checkLimits(old, s); len(errs) > 0 {
 		return apierrors.NewForbidden(sessionResource, s.Name, errs.ToAggregate())
+	}
+	if errs := checkInterventionForgery(s.Spec.Interventions, newInterventionsFrom(&old.Spec, &s.Spec), req.UserInfo.Username); len(errs) > 0 {
+		logf.FromContext(ctx).Info("Denied forged intervention", "session", req.Namespace+"/"+req.Name, "user", req.UserInfo.Username)
+		return apierrors.NewForbidden(sessionResource, s.Name, errs.ToAggregate())
+	}
+	if errs := checkInterventions(ctx, v.approvers, old, s); len(errs) > 0 {
+		return apierrors.NewInvalid(sessionGK, s.Name, errs)
 	}
 	from := newApprovalsFrom(&old.Spec, &s.Spec)
 	if from >= len(s.Spec.Approvals) {
@@ -160,6 +174,7 @@ func checkAppendOnly(old, s *flowv1.SessionSpec) field.ErrorList {
 	errs = append(errs, prefixDroppable(field.NewPath("spec"), "messages", old.Messages, s.Messages, old.MessagesDropped, s.MessagesDropped)...)
 	errs = append(errs, prefixDroppable(field.NewPath("spec"), "outcomes", old.Outcomes, s.Outcomes, old.OutcomesDropped, s.OutcomesDropped)...)
 	errs = append(errs, prefixDroppable(field.NewPath("spec"), "approvals", old.Approvals, s.Approvals, old.ApprovalsDropped, s.ApprovalsDropped)...)
+	errs = append(errs, prefixDroppable(field.NewPath("spec"), "interventions", old.Interventions, s.Interventions, old.InterventionsDropped, s.InterventionsDropped)...)
 	return errs
 }
 

@@ -2,7 +2,9 @@
 // trustworthy: the mutating webhook stamps every new approval with the user the API
 // server authenticated and the time, and the validating webhook rejects forged
 // approvals, edits to entries already sent, approvals of anything but the decision the
-// Session waits on, and approvals by anyone a decision's approvers do not list. A third
+// Session waits on, and approvals by anyone a decision's approvers do not list. It does
+// the same for spec.interventions (stamped by, forgeries refused) and refuses those
+// the stored Session shows cannot apply. A third
 // webhook checks new External outcomes: spec.outcomes bounded in bytes, and each for an
 // External pathway of the Session's Journey (an outcome for any other would never be
 // read).
@@ -41,12 +43,12 @@ type Options struct {
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get
 
 // Both webhooks see only the Session creates and updates that add or change approvals
-// (matchConditions), and the validating one the updates that set or change
+// or interventions (matchConditions), and the validating one the updates that set or change
 // spec.limits: a message, an outcome or a suspend never waits on the manager, so
 // an outage of the webhook server does not stop users from talking to their Sessions.
 // The append-only rules for messages and outcomes are the CRD's own validation rules.
-// +kubebuilder:webhook:path=/mutate-flow-journey-dev-v1alpha1-session,mutating=true,failurePolicy=fail,sideEffects=None,groups=flow.journey.dev,resources=sessions,verbs=create;update,versions=v1alpha1,name=msession-v1alpha1.flow.journey.dev,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"approvals-added-or-changed","expression":"has(object.spec.approvals) && size(object.spec.approvals) > 0 && (request.operation == 'CREATE' || !has(oldObject.spec.approvals) || object.spec.approvals != oldObject.spec.approvals)"}]}`
-// +kubebuilder:webhook:path=/validate-flow-journey-dev-v1alpha1-session,mutating=false,failurePolicy=fail,sideEffects=None,groups=flow.journey.dev,resources=sessions,verbs=create;update,versions=v1alpha1,name=vsession-v1alpha1.flow.journey.dev,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"approvals-or-limits-changed","expression":"(has(object.spec.approvals) && size(object.spec.approvals) > 0 && (request.operation == 'CREATE' || !has(oldObject.spec.approvals) || object.spec.approvals != oldObject.spec.approvals)) || (has(object.spec.limits) && request.operation == 'UPDATE' && (!has(oldObject.spec.limits) || object.spec.limits != oldObject.spec.limits))"}]}`
+// +kubebuilder:webhook:path=/mutate-flow-journey-dev-v1alpha1-session,mutating=true,failurePolicy=fail,sideEffects=None,groups=flow.journey.dev,resources=sessions,verbs=create;update,versions=v1alpha1,name=msession-v1alpha1.flow.journey.dev,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"approvals-or-interventions-added-or-changed","expression":"(has(object.spec.approvals) && size(object.spec.approvals) > 0 && (request.operation == 'CREATE' || !has(oldObject.spec.approvals) || object.spec.approvals != oldObject.spec.approvals)) || (has(object.spec.interventions) && size(object.spec.interventions) > 0 && (request.operation == 'CREATE' || !has(oldObject.spec.interventions) || object.spec.interventions != oldObject.spec.interventions))"}]}`
+// +kubebuilder:webhook:path=/validate-flow-journey-dev-v1alpha1-session,mutating=false,failurePolicy=fail,sideEffects=None,groups=flow.journey.dev,resources=sessions,verbs=create;update,versions=v1alpha1,name=vsession-v1alpha1.flow.journey.dev,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"approvals-interventions-or-limits-changed","expression":"(has(object.spec.approvals) && size(object.spec.approvals) > 0 && (request.operation == 'CREATE' || !has(oldObject.spec.approvals) || object.spec.approvals != oldObject.spec.approvals)) || (has(object.spec.interventions) && size(object.spec.interventions) > 0 && (request.operation == 'CREATE' || !has(oldObject.spec.interventions) || object.spec.interventions != oldObject.spec.interventions)) || (has(object.spec.limits) && request.operation == 'UPDATE' && (!has(oldObject.spec.limits) || object.spec.limits != oldObject.spec.limits))"}]}`
 
 // SetupWebhooks registers the Session mutating and validating webhooks with the
 // manager's webhook server.

@@ -11,9 +11,12 @@
       path: /mutate-flow-journey-dev-v1alpha1-session
   failurePolicy: Fail
   matchConditions:
-  - expression: has(object.spec.approvals) && size(object.spec.approvals) > 0 && (request.operation
-      == 'CREATE' || !has(oldObject.spec.approvals) || object.spec.approvals != oldObject.spec.approvals)
-    name: approvals-added-or-changed
+  - expression: (has(object.spec.approvals) && size(object.spec.approvals) > 0 &&
+      (request.operation == 'CREATE' || !has(oldObject.spec.approvals) || object.spec.approvals
+      != oldObject.spec.approvals)) || (has(object.spec.interventions) && size(object.spec.interventions)
+      > 0 && (request.operation == 'CREATE' || !has(oldObject.spec.interventions)
+      || object.spec.interventions != oldObject.spec.interventions))
+    name: approvals-or-interventions-added-or-changed
   name: msession-v1alpha1.flow.journey.dev
   reinvocationPolicy: IfNeeded
   rules:
@@ -43,9 +46,12 @@
   matchConditions:
   - expression: (has(object.spec.approvals) && size(object.spec.approvals) > 0 &&
       (request.operation == 'CREATE' || !has(oldObject.spec.approvals) || object.spec.approvals
-      != oldObject.spec.approvals)) || (has(object.spec.limits) && request.operation
-      == 'UPDATE' && (!has(oldObject.spec.limits) || object.spec.limits != oldObject.spec.limits))
-    name: approvals-or-limits-changed
+      != oldObject.spec.approvals)) || (has(object.spec.interventions) && size(object.spec.interventions)
+      > 0 && (request.operation == 'CREATE' || !has(oldObject.spec.interventions)
+      || object.spec.interventions != oldObject.spec.interventions)) || (has(object.spec.limits)
+      && request.operation == 'UPDATE' && (!has(oldObject.spec.limits) || object.spec.limits
+      != oldObject.spec.limits))
+    name: approvals-interventions-or-limits-changed
   name: vsession-v1alpha1.flow.journey.dev
   rules:
   - apiGroups:
