@@ -27,8 +27,9 @@ import (
 //   - the processed messages at the front of spec.messages, as kubectl journey say
 //     drops them (DroppableMessages: all the processed ones but the message of a turn
 //     still in progress), with spec.messagesDropped raised by as many; likewise the
-//     processed outcomes and approvals (DroppableOutcomes, DroppableApprovals). The
-//     step reads only pending messages, outcomes and approvals and the message of the
+//     processed outcomes, approvals and interventions (DroppableOutcomes,
+//     DroppableApprovals, DroppableInterventions). The step reads only pending
+//     messages, outcomes, approvals and interventions and the message of the
 //     turn in progress, by number from the *Dropped origin, which is why any client may
 //     drop the same prefix from the stored Session; the cached Session is one such
 //     compaction of the stored one. The status patch never carries spec, so nothing
@@ -61,9 +62,10 @@ func transformSession(obj any) (any, error) {
 
 var _ toolscache.TransformFunc = transformSession
 
-// dropProcessed drops the processed prefix of spec.messages, spec.outcomes and
-// spec.approvals, raising the matching counter by as many: what kubectl journey say,
-// outcome and approve may drop from the stored Session.
+// dropProcessed drops the processed prefix of spec.messages, spec.outcomes,
+// spec.approvals and spec.interventions, raising the matching counter by as many:
+// what kubectl journey say, outcome, approve and the intervention commands may drop
+// from the stored Session.
 func dropProcessed(s *flowv1.Session) {
 	if n := int(s.DroppableMessages() - s.Spec.MessagesDropped); n > 0 {
 		n = min(n, len(s.Spec.Messages))
@@ -80,6 +82,11 @@ func dropProcessed(s *flowv1.Session) {
 		s.Spec.Approvals = clipped(s.Spec.Approvals[n:])
 		s.Spec.ApprovalsDropped += int32(n)
 	}
+	if n := int(s.DroppableInterventions() - s.Spec.InterventionsDropped); n > 0 {
+		n = min(n, len(s.Spec.Interventions))
+		s.Spec.Interventions = clipped(s.Spec.Interventions[n:])
+		s.Spec.InterventionsDropped += int32(n)
+	}
 }
 
 // compactSession copies s's lists to their length and interns its low-cardinality
@@ -92,6 +99,7 @@ func compactSession(s *flowv1.Session) {
 	s.Spec.Messages = clipped(s.Spec.Messages)
 	s.Spec.Outcomes = clipped(s.Spec.Outcomes)
 	s.Spec.Approvals = clipped(s.Spec.Approvals)
+	s.Spec.Interventions = clipped(s.Spec.Interventions)
 
 	st := &s.Status
 	in((*string)(&st.Phase))

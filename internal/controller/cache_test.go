@@ -21,7 +21,8 @@ import (
 
 // cachedSession is a Session as the API server sends it: five messages of which three
 // are processed and the third still read by the turn in progress, two processed
-// outcomes of three, one processed approval of two, kubectl apply's annotation and
+// outcomes of three, one processed approval of two, two processed interventions of
+// three, kubectl apply's annotation and
 // another, managedFields, and a status with every list.
 func cachedSession(t testing.TB) *flowv1.Session {
 	t.Helper()
@@ -33,9 +34,10 @@ func cachedSession(t testing.TB) *flowv1.Session {
 	"spec": {"journeyRef": {"name": "j"},
 		"messages": [{"id": "m0", "text": "zero"}, {"id": "m1", "text": "one"}, {"id": "m2", "text": "two"}, {"id": "m3", "text": "three"}, {"id": "m4", "text": "four"}],
 		"outcomes": [{"pathway": "p", "iteration": 1, "attempt": 1, "resultType": "success"}, {"pathway": "p", "iteration": 1, "attempt": 2, "resultType": "success"}, {"pathway": "p", "iteration": 1, "attempt": 3, "resultType": "success"}],
-		"approvals": [{"decisionID": "d-1", "approve": true}, {"decisionID": "d-2", "approve": true}]},
+		"approvals": [{"decisionID": "d-1", "approve": true}, {"decisionID": "d-2", "approve": true}],
+		"interventions": [{"id": "i-1", "action": "Resume", "by": "alice"}, {"id": "i-2", "action": "Goto", "pathway": "q", "by": "alice"}, {"id": "i-3", "action": "Retry", "by": "bob"}]},
 	"status": {"phase": "Running", "currentPathway": "p", "pathwayStack": ["a", "b", "c"], "step": 7,
-		"processedMessages": 3, "processedOutcomes": 2, "processedApprovals": 1,
+		"processedMessages": 3, "processedOutcomes": 2, "processedApprovals": 1, "processedInterventions": 2,
 		"turn": {"trigger": "Message", "stage": "Run", "messageID": "m2", "pathway": "p"},
 		"lastDecision": {"id": "d-1", "from": "a", "to": "p", "action": "Advance", "allowedDestinations": ["p", "q", "r"]},
 		"journal": [{"id": "j1", "kind": "RunPathway", "step": 1, "inputHash": "h1", "agent": "gpt", "result": {"reply": "r1"}},
@@ -110,9 +112,12 @@ func TestTransformSessionKeepsWhatAStepReads(t *testing.T) {
 	if len(got.Spec.Approvals) != 1 || got.Spec.ApprovalsDropped != 1 || got.Spec.Approvals[0].DecisionID != "d-2" {
 		t.Errorf("approvals %+v dropped %d, want d-2 alone, 1 dropped", got.Spec.Approvals, got.Spec.ApprovalsDropped)
 	}
+	if len(got.Spec.Interventions) != 1 || got.Spec.InterventionsDropped != 2 || got.Spec.Interventions[0].ID != "i-3" {
+		t.Errorf("interventions %+v dropped %d, want i-3 alone, 2 dropped", got.Spec.Interventions, got.Spec.InterventionsDropped)
+	}
 	// What the Session's validation lets a client drop, and no more.
 	if got.Spec.MessagesDropped > in.DroppableMessages() || got.Spec.OutcomesDropped > in.DroppableOutcomes() ||
-		got.Spec.ApprovalsDropped > in.DroppableApprovals() {
+		got.Spec.ApprovalsDropped > in.DroppableApprovals() || got.Spec.InterventionsDropped > in.DroppableInterventions() {
 		t.Errorf("dropped past what is droppable: %+v", got.Spec)
 	}
 	// A second pass changes nothing: the informer transforms every version it gets.
