@@ -248,7 +248,7 @@ func printState(w io.Writer, s *flowv1alpha1.Session) error {
 	}
 	if c := stalled(s); c != nil && !s.Status.Phase.IsTerminal() {
 		writeField(w, "Stalled", fmt.Sprintf("%s: %s", c.Reason, c.Message))
-		return fmt.Errorf("session/%s is stalled (%s): it makes no progress until someone changes it", s.Name, c.Reason)
+		return fmt.Errorf("session/%s is stalled (%s): it goes on once a person acts; the Stalled line names the command", s.Name, c.Reason)
 	}
 	if s.Status.Phase == flowv1alpha1.PhaseFailed {
 		reason := ""

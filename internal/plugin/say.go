@@ -349,7 +349,7 @@ func printReply(w io.Writer, s *flowv1alpha1.Session, id string) error {
 	}
 	if c := stalled(s); c != nil && !s.Status.Phase.IsTerminal() {
 		writeField(w, "Stalled", fmt.Sprintf("%s: %s", c.Reason, c.Message))
-		return fmt.Errorf("session/%s is stalled (%s): it makes no progress until someone changes it", s.Name, c.Reason)
+		return fmt.Errorf("session/%s is stalled (%s): it goes on once a person acts; the Stalled line names the command", s.Name, c.Reason)
 	}
 	switch s.Status.Phase {
 	case flowv1alpha1.PhaseFailed:
