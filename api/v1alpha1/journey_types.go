@@ -95,7 +95,56 @@ type JourneySpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
 	Tools []Tool `json:"tools,omitempty"`
+
+	// redact masks text in the audit records and archives the manager writes
+	// about this journey's Sessions (when it runs with an audit sink): every
+	// match of a pattern in a decision's reasoning, an approver's or
+	// intervention's reason, a block reason, and in an archive's transcript,
+	// journal, history, context and tool calls, is replaced by the mask. The
+	// Session itself keeps the text. A Session uses the patterns of the journey
+	// revision it runs on.
+	// +optional
+	Redact *Redaction `json:"redact,omitempty"`
+
+	// sessionDefaults are settings of this journey's Sessions that a Session's
+	// own spec overrides.
+	// +optional
+	SessionDefaults *SessionDefaults `json:"sessionDefaults,omitempty"`
 }
+
+// SessionDefaults are the defaults of a journey's Sessions.
+type SessionDefaults struct {
+	// ttlSecondsAfterFinished deletes a Session this long after it reached a
+	// terminal phase, unless the Session sets its own. With an audit sink, the
+	// manager writes the Session's archive (transcript, journal, history) to it
+	// before the deletion. The value of the revision the Session runs on
+	// applies.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=31536000
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+}
+
+// Redaction is what to mask in audit records and archives.
+type Redaction struct {
+	// patterns are regular expressions (RE2 syntax, as Go's regexp reads them),
+	// for example "INS-[0-9]{6}" for an insurance id. A pattern that does not
+	// compile makes the Journey not Ready, naming it.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	// +listType=atomic
+	Patterns []string `json:"patterns"`
+	// mask replaces each match (default "[redacted]").
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Mask string `json:"mask,omitempty"`
+}
+
+// DefaultRedactionMask is what a match is replaced by when redact.mask is not set.
+const DefaultRedactionMask = "[redacted]"
 
 // ErrorRecovery is the journey's policy for recoverable failures.
 // +kubebuilder:validation:Enum=Graceful;FailFast

@@ -154,7 +154,9 @@ type SessionSpec struct {
 	Cancel bool `json:"cancel,omitempty"`
 
 	// ttlSecondsAfterFinished deletes the Session this long after it reached a
-	// terminal phase.
+	// terminal phase; it overrides the Journey's
+	// sessionDefaults.ttlSecondsAfterFinished. With an audit sink, the manager
+	// writes the Session's archive to it before the deletion.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=31536000
@@ -512,12 +514,52 @@ type SessionStatus struct {
 	// transition). limits.idleTimeout counts from it.
 	// +optional
 	LastActivityTime *metav1.Time `json:"lastActivityTime,omitempty"`
+	// audit is how far the Session's audit trail is known to be written: the
+	// manager writes the audit records of each status write to its audit sink
+	// after the write, and records here, in its next write, what the sink
+	// acknowledged. After a restart the manager writes the records of the steps
+	// after acknowledgedStep again, with the same ids. Set only when the manager
+	// runs with an audit sink.
+	// +optional
+	Audit *AuditCursor `json:"audit,omitempty"`
 	// traceContext is the OpenTelemetry trace of the Session, set at its first
 	// step when the manager runs with tracing: every later step, on any replica
 	// and after any restart, is a span of this trace under the Session's root
 	// span.
 	// +optional
 	TraceContext *TraceContext `json:"traceContext,omitempty"`
+}
+
+// AuditCursor is the part of a Session's status, as of its last status write
+// whose audit records the audit sink acknowledged, that tells which records
+// came after it.
+type AuditCursor struct {
+	// acknowledgedStep is status.step of the last write whose audit records
+	// the sink acknowledged.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	AcknowledgedStep int64 `json:"acknowledgedStep"`
+	// phase is status.phase at acknowledgedStep.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+	// processedApprovals is status.processedApprovals at acknowledgedStep.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ProcessedApprovals int32 `json:"processedApprovals,omitempty"`
+	// processedInterventions is status.processedInterventions at
+	// acknowledgedStep.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ProcessedInterventions int32 `json:"processedInterventions,omitempty"`
+	// journal is how many answers status.journal had taken at
+	// acknowledgedStep, dropped ones included.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Journal int32 `json:"journal,omitempty"`
+	// decision is status.lastDecision at acknowledgedStep, as <id>/<state>.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Decision string `json:"decision,omitempty"`
 }
 
 // TraceContext identifies a Session's trace and its root span, in W3C trace

@@ -36,6 +36,8 @@ type flags struct {
 	leaderElect, secureMetrics      bool
 	enableWebhooks                  bool
 	tracing, traceContent           bool
+	auditLog                        string
+	auditOTLP                       bool
 	concurrency                     int
 	qps                             float64
 	burst                           int
@@ -56,6 +58,8 @@ func (f *flags) bind(fs *flag.FlagSet) {
 	fs.Float64Var(&f.qps, "kube-api-qps", 200, "Client queries per second to the API server, per resource type (each step writes one Session status).")
 	fs.IntVar(&f.burst, "kube-api-burst", 400, "Client burst to the API server, per resource type.")
 	fs.BoolVar(&f.tracing, "tracing", false, "Record an OpenTelemetry trace per Session, exported over OTLP/HTTP as the standard OTEL_EXPORTER_OTLP_* variables say (endpoint, headers, timeout). Off: no spans, no cost.")
+	fs.StringVar(&f.auditLog, "audit-log", "", "File the audit records (docs/security.md) are appended to as JSON lines, '-' for standard output. Empty: no file. A Session takes no step before the records of its last status write are written.")
+	fs.BoolVar(&f.auditOTLP, "audit-otlp", false, "Send the audit records as OpenTelemetry logs over OTLP/HTTP, as the standard OTEL_EXPORTER_OTLP_LOGS_* (or OTEL_EXPORTER_OTLP_*) variables say.")
 	fs.BoolVar(&f.traceContent, "trace-content", false, "With --tracing, record message and answer text in spans (off: only names, numbers and decisions). API keys are never recorded.")
 }
 
@@ -147,7 +151,12 @@ func main() {
 		log.Error(err, "Unable to set up tracing")
 		os.Exit(1)
 	}
-	if err := setup(mgr, f, shard, traces, certs); err != nil {
+	trail, closeAudit, err := startAudit(ctx, f)
+	if err != nil {
+		log.Error(err, "Unable to set up the audit trail")
+		os.Exit(1)
+	}
+	if err := setup(mgr, f, shard, traces, trail, certs); err != nil {
 		log.Error(err, "Unable to set up the manager")
 		os.Exit(1)
 	}
@@ -158,6 +167,7 @@ func main() {
 		log.Error(err, "Manager stopped with an error")
 	}
 	shutdownTracing(traces)
+	closeAudit()
 	if err != nil {
 		os.Exit(1)
 	}
@@ -174,6 +184,42 @@ func startTracing(ctx context.Context, f flags) (*tracing.Provider, error) {
 	return tracing.New(ctx, tracing.Options{Content: f.traceContent})
 }
 
+// startAudit returns the audit trail of --audit-log and --audit-otlp (nil when both
+// are off) and what closes its sinks.
+func startAudit(ctx context.Context, f flags) (*audit.Trail, func(), error) {
+	var sinks audit.Sinks
+	var closers []func()
+	if f.auditLog != "" {
+		file, err := audit.OpenJSONLines(f.auditLog)
+		if err != nil {
+			return nil, nil, err
+		}
+		sinks = append(sinks, file)
+		closers = append(closers, func() { _ = file.Close() })
+	}
+	if f.auditOTLP {
+		otlp, err := audit.NewOTLP(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		sinks = append(sinks, otlp)
+		closers = append(closers, func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = otlp.Shutdown(sctx)
+		})
+	}
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	if len(sinks) == 0 {
+		return nil, closeAll, nil
+	}
+	return &audit.Trail{Sink: sinks}, closeAll, nil
+}
+
 // shutdownTracing exports the spans still queued, for a few seconds at most.
 func shutdownTracing(p *tracing.Provider) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -185,12 +231,13 @@ func shutdownTracing(p *tracing.Provider) {
 
 // setup registers the controllers, the webhooks when enabled (and the rotator of
 // their certificate when the manager provisions it), and the health checks.
-func setup(mgr ctrl.Manager, f flags, shard labels.Selector, traces *tracing.Provider, certs *servingcert.Provisioner) error {
+func setup(mgr ctrl.Manager, f flags, shard labels.Selector, traces *tracing.Provider, trail *audit.Trail, certs *servingcert.Provisioner) error {
 	if err := controller.Setup(mgr, controller.Options{
 		Advance:                 controller.AdvanceMode(f.advance),
 		MaxConcurrentReconciles: f.concurrency,
 		ShardSelector:           shard,
 		Tracing:                 traces,
+		Audit:                   trail,
 	}); err != nil {
 		return fmt.Errorf("controllers: %w", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/audit"
 	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/revision"
 	"github.com/journeyops/journey-operator/internal/step"
@@ -70,6 +71,9 @@ type SessionReconciler struct {
 	Shard labels.Selector
 	// Tracing, when set, records a trace per Session.
 	Tracing *tracing.Provider
+	// Audit, when set, writes the audit records of every status write before the
+	// Session's next step.
+	Audit *audit.Trail
 
 	snapshots *revision.Cache
 	// written holds, per Session, the status.step of this reconciler's last status
@@ -92,6 +96,7 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.written.Delete(req.NamespacedName)
+			r.Audit.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -100,6 +105,11 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	if !s.DeletionTimestamp.IsZero() || !r.inShard(&s) {
 		return ctrl.Result{}, nil
+	}
+	// The records of the last status write come before the next step (after a
+	// restart, or a sink that failed).
+	if err := r.Audit.Sync(ctx, &s); err != nil {
+		return computeResult(failed(err))
 	}
 	now := r.Clock.Now()
 	if s.Status.Phase.IsTerminal() && !s.InterventionsPending() {
@@ -138,6 +148,9 @@ func (r *SessionReconciler) finished(ctx context.Context, s *flowv1.Session, now
 	status := s.Status.DeepCopy()
 	engine.Observe(status, s.Generation)
 	if !equality.Semantic.DeepEqual(&s.Status, status) {
+		if r.Audit != nil {
+			status.Audit = r.Audit.Cursor(s)
+		}
 		before := s.DeepCopy()
 		s.Status = *status
 		if out, ok := writeStatus(ctx, r.Client, before, s, false); !ok {
@@ -166,6 +179,9 @@ func (r *SessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Tools = &tools.Caller{Secrets: r.APIReader}
 	}
 	r.snapshots = revision.NewCache(256)
+	if r.Audit != nil && r.Audit.Redact == nil {
+		r.Audit.Redact = r.redactor
+	}
 	registerMetrics(mgr.GetCache())
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &flowv1.Session{}, indexJourneyRef, func(o client.Object) []string {
 		return []string{o.(*flowv1.Session).Spec.JourneyRef.Name}

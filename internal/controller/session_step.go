@@ -18,6 +18,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/audit"
 	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/step"
 	"github.com/journeyops/journey-operator/internal/tracing"
@@ -123,13 +124,23 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 	}
 	engine.Observe(st.status, s.Generation)
 	old, before := s.Status.DeepCopy(), s.DeepCopy()
+	unchanged := equality.Semantic.DeepEqual(old, st.status)
+	if !unchanged && r.Audit != nil {
+		// What the sink acknowledged rides in this write (see audit.Trail).
+		st.status.Audit = r.Audit.Cursor(s)
+	}
 	s.Status = *st.status
-	if out, ok := writeSessionStatus(ctx, r.Client, r.APIReader, before, s, equality.Semantic.DeepEqual(old, st.status)); !ok {
+	if out, ok := writeSessionStatus(ctx, r.Client, r.APIReader, before, s, unchanged); !ok {
 		// On a conflict someone wrote first: the step is dropped, nothing was applied.
 		return out
 	}
 	if st.status.Step > old.Step {
 		r.wrote(s, st.status.Step)
+	}
+	if err := r.Audit.Sync(ctx, s); err != nil {
+		// Written again, with the same ids, before the next step.
+		st.trace.End()
+		return failed(err)
 	}
 	st.trace.End()
 	switch st.step {
@@ -207,17 +218,42 @@ func (r *SessionReconciler) pin(ctx context.Context, s *flowv1.Session) (revisio
 	return j.Status.CurrentRevision, "", ""
 }
 
-// expire deletes a finished Session once its ttlSecondsAfterFinished has passed.
+// expire deletes a finished Session once its ttlSecondsAfterFinished (its own, else
+// its Journey revision's sessionDefaults) has passed, after writing its archive to the
+// audit sink, if any: a failed archive keeps the Session.
 func (r *SessionReconciler) expire(ctx context.Context, s *flowv1.Session, now time.Time) outcome {
-	if s.Spec.TTLSecondsAfterFinished == nil || s.Status.CompletionTime == nil {
+	ttl := r.ttl(ctx, s)
+	if ttl == nil || s.Status.CompletionTime == nil {
 		return outcome{}
 	}
-	deadline := s.Status.CompletionTime.Add(time.Duration(*s.Spec.TTLSecondsAfterFinished) * time.Second)
+	deadline := s.Status.CompletionTime.Add(time.Duration(*ttl) * time.Second)
 	if wait := deadline.Sub(now); wait > 0 {
 		return outcome{kind: requeue, after: wait}
 	}
+	if err := r.Audit.Write(ctx, s, audit.ArchiveOf(s, now)); err != nil {
+		return failed(err)
+	}
 	log.FromContext(ctx).Info("Deleting finished Session after its TTL", "session", klog.KObj(s))
 	return failed(client.IgnoreNotFound(r.Delete(ctx, s, client.Preconditions{UID: &s.UID})))
+}
+
+// ttl is the ttlSecondsAfterFinished of s: its own, else the sessionDefaults of the
+// Journey revision it ran on; nil when neither says.
+func (r *SessionReconciler) ttl(ctx context.Context, s *flowv1.Session) *int32 {
+	if s.Spec.TTLSecondsAfterFinished != nil || s.Status.JourneyRevision == "" {
+		return s.Spec.TTLSecondsAfterFinished
+	}
+	snap, err := r.snapshots.Get(ctx, r.Client, s.Namespace, s.Status.JourneyRevision)
+	if apierrors.IsNotFound(err) {
+		snap, err = r.snapshots.Get(ctx, r.APIReader, s.Namespace, s.Status.JourneyRevision)
+	}
+	if err != nil {
+		return nil
+	}
+	if d := snap.Journey().SessionDefaults; d != nil {
+		return d.TTLSecondsAfterFinished
+	}
+	return nil
 }
 
 // emit records an Event for each transition, block and escalation of the step, and

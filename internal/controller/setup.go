@@ -7,11 +7,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/audit"
 	"github.com/journeyops/journey-operator/internal/revision"
 	"github.com/journeyops/journey-operator/internal/tools"
 	"github.com/journeyops/journey-operator/internal/tracing"
@@ -34,6 +36,12 @@ type Options struct {
 	Tools *tools.Caller
 	// Tracing, when set, records a trace per Session (nil: no tracing, no cost).
 	Tracing *tracing.Provider
+	// Audit, when set, writes every Session's audit records, archives and
+	// erasure records to its sink (nil: none, and status.audit is never set).
+	Audit *audit.Trail
+
+	// sessionEvents, in tests, replaces the Session controller's Event writer.
+	sessionEvents events.EventRecorder
 }
 
 // DefaultLeaderElectionID is the lease of an unsharded manager.
@@ -87,9 +95,13 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	sessionEvents := newEventWriter(mgr.GetClient(), mgr.GetScheme(), "session-controller")
-	if err := mgr.Add(sessionEvents); err != nil {
-		return err
+	var sessionEvents events.EventRecorder = opts.sessionEvents
+	if sessionEvents == nil {
+		w := newEventWriter(mgr.GetClient(), mgr.GetScheme(), "session-controller")
+		if err := mgr.Add(w); err != nil {
+			return err
+		}
+		sessionEvents = w
 	}
 	return (&SessionReconciler{
 		Client:                  mgr.GetClient(),
@@ -101,5 +113,6 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		Shard:                   opts.ShardSelector,
 		Tracing:                 opts.Tracing,
+		Audit:                   opts.Audit,
 	}).SetupWithManager(mgr)
 }

@@ -66,7 +66,8 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 		timeEqual(a.StartTime, b.StartTime) &&
 		timeEqual(a.CompletionTime, b.CompletionTime) &&
 		timeEqual(a.LastActivityTime, b.LastActivityTime) &&
-		(a.TraceContext == nil) == (b.TraceContext == nil) && (a.TraceContext == nil || *a.TraceContext == *b.TraceContext)
+		(a.TraceContext == nil) == (b.TraceContext == nil) && (a.TraceContext == nil || *a.TraceContext == *b.TraceContext) &&
+		(a.Audit == nil) == (b.Audit == nil) && (a.Audit == nil || *a.Audit == *b.Audit)
 }
 
 func jsonEqual(a, b *apiextensionsv1.JSON) bool {

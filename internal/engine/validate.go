@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -31,6 +32,13 @@ func Validate(journey *flowv1.JourneySpec, pathways map[string]*flowv1.PathwaySp
 		c.agents[string(a.Name)] = true
 	}
 	c.journey(journey)
+	if journey.Redact != nil {
+		for i, pat := range journey.Redact.Patterns {
+			if _, err := regexp.Compile(pat); err != nil {
+				c.add("redact.patterns[%d] %q is not a regular expression: %v", i, pat, err)
+			}
+		}
+	}
 	for i := range journey.Transitions {
 		c.transition(&journey.Transitions[i])
 	}

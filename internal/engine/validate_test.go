@@ -28,6 +28,9 @@ func TestValidate(t *testing.T) {
 		want string
 	}{
 		{"missing pathway spec", func(d def) { delete(d.p, "faq") }, `pathway faq: Pathway "faq" was not resolved`},
+		{"redaction pattern not a regexp", func(d def) {
+			d.j.Redact = &flowv1.Redaction{Patterns: []string{`INS-[0-9]{6}`, `INS-(`}}
+		}, `redact.patterns[1] "INS-(" is not a regular expression: error parsing regexp: missing closing ): ` + "`INS-(`"},
 		{"unknown next", func(d def) { d.p["intake"].Next = "nowhere" }, `pathway intake: next: pathway "nowhere" is not one of spec.pathways`},
 		{"unknown transition target", func(d def) { d.j.Transitions[0].To = "nowhere" }, `transition faq-detour: to: pathway "nowhere"`},
 		{"unknown from", func(d def) { d.j.Transitions[1].From = "nowhere" }, `transition reject-doctor: from: pathway "nowhere"`},

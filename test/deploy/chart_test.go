@@ -367,3 +367,50 @@ func TestChartValuesReachTheManager(t *testing.T) {
 		t.Errorf("no tracing endpoint, yet args %v", pc["args"])
 	}
 }
+
+// TestChartAuditValues: audit.persistentVolumeClaim mounts the claim and appends the
+// records to a file on it, audit.stdout writes them to standard output,
+// audit.otlpEndpoint sends them over OTLP; by default there is no audit sink.
+func TestChartAuditValues(t *testing.T) {
+	container := func(values map[string]any) (map[string]any, map[string]any) {
+		r := renderChart(t, clusterRelease, clusterNS, values)
+		pod := nested(t, r.get(t, "Deployment", clusterNS, "jo-journey-operator-controller-manager"), "spec", "template", "spec").(map[string]any)
+		return pod, pod["containers"].([]any)[0].(map[string]any)
+	}
+	auditArgs := func(c map[string]any) []string {
+		var out []string
+		for _, a := range c["args"].([]any) {
+			if s := fmt.Sprint(a); strings.HasPrefix(s, "--audit") {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	if _, c := container(nil); len(auditArgs(c)) != 0 {
+		t.Errorf("default values: audit args %v, want none", auditArgs(c))
+	}
+	pod, c := container(map[string]any{"audit": map[string]any{"persistentVolumeClaim": "audit-log", "otlpEndpoint": "http://otel:4318/v1/logs"}})
+	if got := auditArgs(c); !slices.Equal(got, []string{"--audit-log=/var/lib/journey-audit/audit.jsonl", "--audit-otlp"}) {
+		t.Errorf("audit args %v", got)
+	}
+	mounted := false
+	for _, m := range c["volumeMounts"].([]any) {
+		mounted = mounted || (m.(map[string]any)["name"] == "audit" && m.(map[string]any)["mountPath"] == "/var/lib/journey-audit")
+	}
+	claimed := false
+	for _, v := range pod["volumes"].([]any) {
+		if pvc, ok := v.(map[string]any)["persistentVolumeClaim"].(map[string]any); ok {
+			claimed = pvc["claimName"] == "audit-log" && v.(map[string]any)["name"] == "audit"
+		}
+	}
+	if !mounted || !claimed {
+		t.Errorf("the claim is not mounted: mounts %v, volumes %v", c["volumeMounts"], pod["volumes"])
+	}
+	env, _ := c["env"].([]any)
+	if len(env) != 1 || env[0].(map[string]any)["name"] != "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT" {
+		t.Errorf("env %v, want OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", env)
+	}
+	if _, c := container(map[string]any{"audit": map[string]any{"stdout": true}}); !slices.Equal(auditArgs(c), []string{"--audit-log=-"}) {
+		t.Errorf("audit.stdout: args %v", auditArgs(c))
+	}
+}
