@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
 	"github.com/journeyops/journey-operator/internal/engine"
 	protocol "github.com/journeyops/journey-operator/internal/step"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // response decodes the answer into what the agent returns: a response, or an error.
@@ -91,10 +93,10 @@ type script struct {
 }
 
 func (s *script) answer(eff *engine.Effect) (reply, error) {
-	if eff.Kind == flowv1.EffectCallTool && eff.Tool != nil && eff.Tool.Builtin != "" {
+	if isBuiltinTool(eff) {
 		// A builtin tool is pure: it is computed, as the controller computes it.
-		resp, err := protocol.Call(context.Background(), nil, eff)
-		return reply{resp: resp, err: err}, nil
+		r := computeTool(eff)
+		return r, s.recordedBuiltin(eff, r)
 	}
 	if eff.Kind == flowv1.EffectCallTool && eff.Tool != nil && !s.nextIsToolAnswer(eff) {
 		if r, ok := s.scriptedTool(eff); ok {
@@ -139,6 +141,55 @@ func (s *script) answer(eff *engine.Effect) (reply, error) {
 		ae.Agent = agentName
 	}
 	return r, nil
+}
+
+// isBuiltinTool reports whether eff calls a builtin tool.
+func isBuiltinTool(eff *engine.Effect) bool {
+	return eff.Kind == flowv1.EffectCallTool && eff.Tool != nil && eff.Tool.Builtin != ""
+}
+
+// computeTool computes the builtin tool call eff, as the controller does.
+func computeTool(eff *engine.Effect) reply {
+	resp, err := protocol.Call(context.Background(), nil, eff)
+	return reply{resp: resp, err: err}
+}
+
+// recordedBuiltin uses up the step's next recorded answer when it answers the builtin
+// tool call eff (tests recorded by an older kubectl journey record carry them): it must
+// be what the tool computes, r.
+func (s *script) recordedBuiltin(eff *engine.Effect, r reply) error {
+	if s.used >= len(s.answers) {
+		return nil
+	}
+	a := &s.answers[s.used]
+	if a.Kind != flowv1.EffectCallTool || a.Agent != eff.Tool.Tool {
+		return nil
+	}
+	where := fmt.Sprintf("answers[%d]", s.used)
+	s.used++
+	rec, err := a.response()
+	if err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	got, _ := r.resp.(agent.ToolResponse)
+	want, _ := rec.resp.(agent.ToolResponse)
+	if rec.err != nil || r.err != nil || !equalJSON(got.Result, want.Result) || got.Error != want.Error {
+		return fmt.Errorf("%s answers builtin tool %s with %s, today's engine computes %s: builtin tools need no recorded answer, remove it",
+			where, eff.Tool.Tool, describeToolAnswer(rec), describeToolAnswer(r))
+	}
+	return nil
+}
+
+// describeToolAnswer is a tool's answer as JSON, or its error.
+func describeToolAnswer(r reply) string {
+	if r.err != nil {
+		return "error " + strconv.Quote(r.err.Error())
+	}
+	t, _ := r.resp.(agent.ToolResponse)
+	if t.Error != "" {
+		return "error " + strconv.Quote(t.Error)
+	}
+	return truncate.Line(compactJSON(t.Result), 200)
 }
 
 // unused reports answers the step did not need.

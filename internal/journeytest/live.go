@@ -60,8 +60,8 @@ func (l *LiveSession) journal() (records []flowv1.EffectRecord, complete bool) {
 }
 
 // journalAnswers answers effects from journaled records with the same kind and input
-// hash, verbatim, each record once, oldest first. used collects the records handed
-// out, per step.
+// hash, verbatim, each record once, oldest first; builtin tools are computed. used
+// collects the records handed out, per step.
 type journalAnswers struct {
 	records  []flowv1.EffectRecord
 	uid      string // the Session's, which its tool calls' idempotency keys carry
@@ -78,49 +78,66 @@ func (j *journalAnswers) answer(eff *engine.Effect) (reply, error) {
 	if j.taken == nil {
 		j.taken = make([]bool, len(j.records))
 	}
-	if r, ok := j.take(eff, func(r *flowv1.EffectRecord) bool { return r.Kind == eff.Kind && r.InputHash == eff.InputHash }); ok {
-		return r, nil
-	}
-	// The replay numbers its steps anew, so the ids of its tool calls differ from the
-	// Session's: the same call (same tool and arguments), and a question that tells the
-	// model of the same calls under the Session's names for them, are answered too. No
-	// server is called.
-	if eff.Kind == flowv1.EffectCallTool && eff.Tool != nil {
-		if r, ok := j.take(eff, func(r *flowv1.EffectRecord) bool { return engine.SameToolCall(r, j.uid, *eff.Tool) }); ok {
-			return r, nil
+	i := j.find(eff)
+	if isBuiltinTool(eff) {
+		// A builtin tool is computed, as the controller and a journey test compute it:
+		// its journaled answer is not handed out (a recorded test carries none), only
+		// the Session's name for the call is learnt from it.
+		if i >= 0 {
+			j.taken[i] = true
+			j.rename(eff, &j.records[i])
 		}
+		return computeTool(eff), nil
 	}
-	if len(j.ids) > 0 {
-		if r, ok := j.take(eff, func(r *flowv1.EffectRecord) bool { return engine.SameQuestion(r, eff, j.ids) }); ok {
-			return r, nil
-		}
+	if i < 0 {
+		return reply{}, &MissingAnswerError{Step: j.step, Effect: protocol.Describe(eff), Kind: eff.Kind, Journal: true, Complete: j.complete}
 	}
-	return reply{}, &MissingAnswerError{Step: j.step, Effect: protocol.Describe(eff), Kind: eff.Kind, Journal: true, Complete: j.complete}
+	j.taken[i] = true
+	rec := j.records[i].DeepCopy()
+	rec.InputHash = eff.InputHash
+	if eff.Tool != nil {
+		j.rename(eff, rec)
+		rec.ToolCall = eff.Tool.ID
+	}
+	j.used[j.step] = append(j.used[j.step], *rec)
+	return reply{record: rec}, nil
 }
 
-// take answers eff with the oldest record not taken yet that match accepts: a copy
-// under eff's input hash and call id, so the engine applies it to eff, noted as used by
-// this step. A tool call the Session named otherwise is remembered in ids.
-func (j *journalAnswers) take(eff *engine.Effect, match func(*flowv1.EffectRecord) bool) (reply, bool) {
-	for i := range j.records {
-		r := &j.records[i]
-		if j.taken[i] || !match(r) {
-			continue
-		}
-		j.taken[i] = true
-		rec := r.DeepCopy()
-		rec.InputHash = eff.InputHash
-		if eff.Tool != nil && rec.ToolCall != eff.Tool.ID {
-			if j.ids == nil {
-				j.ids = map[string]string{}
-			}
-			j.ids[eff.Tool.ID] = r.ToolCall
-			rec.ToolCall = eff.Tool.ID
-		}
-		j.used[j.step] = append(j.used[j.step], *rec)
-		return reply{record: rec}, true
+// find returns the oldest record not taken yet that answers eff, or -1: a record with
+// eff's kind and input hash; else, as the replay numbers its steps anew and so names
+// its tool calls otherwise than the Session did, the same call (same tool and
+// arguments), or a question that tells the model of the same calls under the
+// Session's names for them. No server is called.
+func (j *journalAnswers) find(eff *engine.Effect) int {
+	matches := []func(*flowv1.EffectRecord) bool{
+		func(r *flowv1.EffectRecord) bool { return r.Kind == eff.Kind && r.InputHash == eff.InputHash },
 	}
-	return reply{}, false
+	if eff.Kind == flowv1.EffectCallTool && eff.Tool != nil {
+		matches = append(matches, func(r *flowv1.EffectRecord) bool { return engine.SameToolCall(r, j.uid, *eff.Tool) })
+	}
+	if len(j.ids) > 0 {
+		matches = append(matches, func(r *flowv1.EffectRecord) bool { return engine.SameQuestion(r, eff, j.ids) })
+	}
+	for _, match := range matches {
+		for i := range j.records {
+			if !j.taken[i] && match(&j.records[i]) {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// rename remembers the Session's name for the tool call eff when it is another one
+// than the replay's.
+func (j *journalAnswers) rename(eff *engine.Effect, r *flowv1.EffectRecord) {
+	if eff.Tool == nil || r.ToolCall == eff.Tool.ID {
+		return
+	}
+	if j.ids == nil {
+		j.ids = map[string]string{}
+	}
+	j.ids[eff.Tool.ID] = r.ToolCall
 }
 
 // simulation is a live Session's inputs run through today's engine offline.
@@ -135,9 +152,9 @@ type simulation struct {
 	leftover []Step // inputs not simulated after a stop
 }
 
-// simulate sends the live Session's inputs one at a time, in the order the engine
-// takes them (an approval when a decision waits, an outcome when an External pathway
-// waits, else the next message), settling after each.
+// simulate sends the live Session's inputs (see inputsOf) one at a time, in the order
+// the engine takes them (an approval when a decision waits, an outcome when an
+// External pathway waits, else the next message), settling after each.
 func simulate(l *LiveSession) (*simulation, error) {
 	data, err := revdata.Decode(l.Revision, l.Raw)
 	if err != nil {
@@ -148,8 +165,9 @@ func simulate(l *LiveSession) (*simulation, error) {
 		return nil, err
 	}
 	sess := l.Session
-	if n := sess.Spec.MessagesDropped; n > 0 {
-		return nil, fmt.Errorf("session %s dropped its first %d processed messages from spec.messages, so its conversation can no longer be replayed from the start: record it before its messages are dropped", sess.Name, n)
+	in, err := inputsOf(sess)
+	if err != nil {
+		return nil, err
 	}
 	spec := flowv1.SessionSpec{JourneyRef: sess.Spec.JourneyRef}
 	if sess.Spec.InitialContext != nil {
@@ -164,7 +182,7 @@ func simulate(l *LiveSession) (*simulation, error) {
 	records, complete := l.journal()
 	ja := &journalAnswers{records: records, uid: string(sess.UID), complete: complete, used: sim.answers}
 
-	msgs, outs, apprs := sess.Spec.Messages, sess.Spec.Outcomes, sess.Spec.Approvals
+	msgs, outs, apprs := in.messages, in.outcomes, in.approvals
 	next := func() (Step, bool) {
 		awaiting := s.st.Phase.AwaitsApproval()
 		p, _ := snap.Pathway(s.st.CurrentPathway)
@@ -176,7 +194,7 @@ func simulate(l *LiveSession) (*simulation, error) {
 		case external && len(outs) > 0:
 			step, outs = outcomeStep(outs[0]), outs[1:]
 		case len(msgs) > 0:
-			step, msgs = messageStep(msgs[0], len(sess.Spec.Messages)-len(msgs)+1), msgs[1:]
+			step, msgs = messageStep(msgs[0], len(in.messages)-len(msgs)+1), msgs[1:]
 		case len(outs) > 0:
 			step, outs = outcomeStep(outs[0]), outs[1:]
 		case len(apprs) > 0:

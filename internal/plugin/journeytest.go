@@ -114,9 +114,17 @@ func newRecordCommand(o *Options) *cobra.Command {
 revision the Session is pinned to as inline manifests, its messages, outcomes and
 approvals as steps, and what the Session did as expectations.
 
-LLM answers are recorded from the Session's journal (status.journal, the last
-limits.maxJournal answers). A step that needs an answer the Session no longer holds is
-reported on standard error, and the test needs it added before it can pass.`,
+The conversation is read from status.transcript, which keeps each message with its
+reply, so the messages kubectl journey say dropped from spec.messages are recorded too;
+spec.messages gives the ones still pending. When the transcript dropped the exchanges
+of messages that also left spec.messages (it keeps the newest within
+limits.maxTranscriptBytes), or processed outcomes or approvals left the spec, the
+Session can no longer be replayed from its start: record refuses, naming what is lost.
+
+LLM and server tool answers are recorded from the Session's journal (status.journal,
+the last limits.maxJournal answers); builtin tools are computed, so none is recorded
+for them. A step that needs an answer the Session no longer holds is reported on
+standard error, and the test needs it added before it can pass.`,
 		Example: `  # Record a Session as a regression test
   kubectl journey record patient-12345 > config/samples/tests/patient-12345.yaml
   kubectl journey test config/samples/tests/patient-12345.yaml`,
@@ -154,10 +162,14 @@ it is pinned to, with the engine of this kubectl-journey, and report the first s
 where the engine does something else than the Session did (another transition, or
 another final status), or "No divergence".
 
-LLM answers come from the Session's journal (status.journal), each used for the very
-question it answered: a question the Session never asked is a divergence. The replay
-stops at a step that needs an answer the journal no longer holds (it keeps the last
-limits.maxJournal). The command exits non-zero on a divergence or an incomplete replay.`,
+The conversation is read from status.transcript (and the pending messages from
+spec.messages), as record reads it; a Session that no longer holds some of its inputs
+is refused, naming them. LLM and server tool answers come from the Session's journal
+(status.journal), each used for the very question or call it answered: a question the
+Session never asked is a divergence. Builtin tools are computed, as kubectl journey test
+computes them. The replay stops at a step that needs an answer the journal no longer
+holds (it keeps the last limits.maxJournal). The command exits non-zero on a
+divergence or an incomplete replay.`,
 		Example: `  # Check that an engine upgrade does what a finished Session did
   kubectl journey replay patient-12345`,
 		Args: exactArgs(1, "SESSION"),
