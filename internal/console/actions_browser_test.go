@@ -52,8 +52,34 @@ func (c *cluster) stuckSession(t *testing.T, ns, name string) *flowv1.Session {
 	})
 }
 
+// failedSession creates, in ns, the journey "doomed" (its entry pathway fails and a
+// failure closes the journey) when missing, and a Session of it; it waits until the
+// Session has Failed.
+func (c *cluster) failedSession(t *testing.T, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "doomed"}, &flowv1.Journey{}); err != nil {
+		for _, obj := range []client.Object{
+			&flowv1.Pathway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "doomed"}, Spec: flowv1.PathwaySpec{
+				RunOn: flowv1.RunOnEntry, Builtin: &flowv1.BuiltinPathway{Reply: "sorry", Outcome: `"failure"`},
+				Transitions: &flowv1.OutcomeTransitions{OnFailure: &flowv1.OutcomeTransition{Action: flowv1.ActionClose}}}},
+			&flowv1.Journey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "doomed"}, Spec: flowv1.JourneySpec{
+				EntryPathway: "doomed", Pathways: []flowv1.PathwayEntry{{Name: "doomed", PathwayRef: "doomed"}}}},
+		} {
+			if err := c.admin.Create(ctx, obj); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s := &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: flowv1.SessionSpec{JourneyRef: flowv1.JourneyReference{Name: "doomed"}}}
+	if err := c.admin.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	c.waitSession(t, ns, name, "failed", func(s *flowv1.Session) bool { return s.Status.Phase == flowv1.PhaseFailed })
+}
+
 // A blocked Session's page says why, marks its failed turn, and offers Resume, Retry
-// and Cancel, which act as the user.
+// and Cancel, which act as the user through the real controller.
 func TestConsoleActsOnBlockedSession(t *testing.T) {
 	c := setup(t)
 	ctx := browser(t)
@@ -74,6 +100,8 @@ func TestConsoleActsOnBlockedSession(t *testing.T) {
 	}
 	screenshot(t, ctx, "session-blocked")
 
+	// maxTurns is used up: the controller refuses a Resume without higher limits, and
+	// the page shows why.
 	if err := chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.CSS(`#blocked textarea[name=reason]`), "one more turn is fine"),
 		chromedp.Click(chromedp.CSS(`#blocked button[value=Resume]`)),
@@ -81,13 +109,15 @@ func TestConsoleActsOnBlockedSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, "the resume is confirmed", `!!document.querySelector(".flash") && document.querySelector(".flash").textContent.includes("intervention i-1 (Resume) sent")`)
-	got := c.waitSession(t, "team-a", "stuck", "read", func(*flowv1.Session) bool { return true })
+	got := c.waitSession(t, "team-a", "stuck", "the Resume processed", func(s *flowv1.Session) bool { return s.Status.ProcessedInterventions == 1 })
 	if len(got.Spec.Interventions) != 1 {
 		t.Fatalf("interventions %+v; want the Resume", got.Spec.Interventions)
 	}
 	if i := got.Spec.Interventions[0]; i.Action != flowv1.InterventionResume || i.Reason != "one more turn is fine" {
 		t.Errorf("intervention %+v", i)
 	}
+	visit(t, ctx, c.url+"sessions/team-a/stuck")
+	waitFor(t, ctx, "the refusal is shown", `document.getElementById("h-reply").parentElement.textContent.includes("refused: maxTurns 1 is used up")`)
 
 	// Out of the console's namespaces: refused, nothing sent.
 	refused := eval[string](t, ctx, `(async () => {
@@ -99,15 +129,27 @@ func TestConsoleActsOnBlockedSession(t *testing.T) {
 		t.Errorf("acting in team-b: %.300s", refused)
 	}
 
-	// Cancel ends a blocked Session, through the real controller.
-	c.stuckSession(t, "team-a", "stuck-2")
-	visit(t, ctx, c.url+"sessions/team-a/stuck-2")
-	waitFor(t, ctx, "the actions are offered", `!!document.querySelector("#blocked button[value=Cancel]")`)
+	// Cancel ends it, through the real controller.
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#blocked button[value=Cancel]`))); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, "the cancel is confirmed", `!!document.querySelector(".flash") && document.querySelector(".flash").textContent.includes("cancelled")`)
-	c.waitSession(t, "team-a", "stuck-2", "cancelled", func(s *flowv1.Session) bool { return s.Status.Phase == flowv1.PhaseCancelled })
-	visit(t, ctx, c.url+"sessions/team-a/stuck-2")
+	c.waitSession(t, "team-a", "stuck", "cancelled", func(s *flowv1.Session) bool { return s.Status.Phase == flowv1.PhaseCancelled })
+	visit(t, ctx, c.url+"sessions/team-a/stuck")
 	waitFor(t, ctx, "a cancelled Session offers no actions", `document.getElementById("phase").textContent === "Cancelled" && !document.getElementById("blocked")`)
+
+	// A failed Session: Resume lets it wait for input again.
+	c.failedSession(t, "team-a", "lost")
+	visit(t, ctx, c.url+"sessions/team-a/lost")
+	waitFor(t, ctx, "a failed Session offers Resume and Retry, not Cancel",
+		`!!document.querySelector("#blocked button[value=Resume]") && !document.querySelector("#blocked button[value=Cancel]")`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#blocked button[value=Resume]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the resume is confirmed", `!!document.querySelector(".flash") && document.querySelector(".flash").textContent.includes("(Resume) sent")`)
+	c.waitSession(t, "team-a", "lost", "resumed", func(s *flowv1.Session) bool {
+		return s.Status.ProcessedInterventions == 1 && s.Status.Phase == flowv1.PhaseWaitingForInput
+	})
+	visit(t, ctx, c.url+"sessions/team-a/lost")
+	waitFor(t, ctx, "the resumed Session is no longer blocked", `document.getElementById("phase").textContent === "WaitingForInput" && !document.getElementById("blocked")`)
 }

@@ -35,8 +35,8 @@ type sessionView struct {
 	Conds     []metav1.Condition
 	// TurnFailed is the TurnFailed condition while it is True: the last turn failed.
 	TurnFailed *metav1.Condition
-	// Blocked says why the Session is blocked (stalled, failed, its last turn
-	// failed), when it is; Actions are what the page offers then.
+	// Blocked says why the Session is blocked (stalled or failed), when it is;
+	// Actions are what the page offers then.
 	Blocked *metav1.Condition
 	Actions []string
 }
@@ -119,8 +119,9 @@ func turnFailed(s *flowv1alpha1.Session) *metav1.Condition {
 }
 
 // blocked says why s is blocked, as a condition: Stalled while True (a cap, loop
-// prevention, a timeout), Ready when it failed, TurnFailed when its last turn failed;
-// nil when it is not blocked, or has completed or been cancelled.
+// prevention, a timeout), Ready when it failed; nil when it goes on by itself or
+// waits for someone (a failed turn alone is marked, not blocking), or has completed
+// or been cancelled.
 func blocked(s *flowv1alpha1.Session) *metav1.Condition {
 	switch s.Status.Phase {
 	case flowv1alpha1.PhaseCompleted, flowv1alpha1.PhaseCancelled:
@@ -137,7 +138,7 @@ func blocked(s *flowv1alpha1.Session) *metav1.Condition {
 	if c := apimeta.FindStatusCondition(s.Status.Conditions, flowv1alpha1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
 		return c
 	}
-	return turnFailed(s)
+	return nil
 }
 
 // actionsFor are the actions offered on blocked Session s: Resume and Retry, and

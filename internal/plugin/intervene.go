@@ -177,11 +177,16 @@ type Outcome struct {
 	Entries []flowv1alpha1.HistoryEntry
 }
 
+// interventionComponent prefixes, in status.lastTurn.failures, the component of the
+// failure that records why the controller refused an intervention ("intervention i-3").
+const interventionComponent = "intervention "
+
 // outcomeOf says what became of sent once s has processed it. The history entries it
-// made come after the step it was sent at and name its action; a refusal is a Warning
-// Event about the Session, from when it was sent on, that names the intervention (its
-// id, or a reason about interventions). Events are written after the status, so the
-// Event is looked for until ctx ends.
+// made come after the step it was sent at and name its action; a refusal is the last
+// turn's failure of component "intervention <id>", else a Warning Event about the
+// Session, from when it was sent on, that names the intervention (its id, or a reason
+// about interventions). Events are written after the status, so the Event is looked
+// for until ctx ends.
 func outcomeOf(ctx context.Context, c client.Client, s *flowv1alpha1.Session, sent *Sent, interval time.Duration) (Outcome, error) {
 	var o Outcome
 	for _, h := range s.Status.History {
@@ -191,6 +196,14 @@ func outcomeOf(ctx context.Context, c client.Client, s *flowv1alpha1.Session, se
 	}
 	if len(o.Entries) > 0 {
 		return o, nil
+	}
+	if lt := s.Status.LastTurn; lt != nil {
+		for _, f := range lt.Failures {
+			if f.Component == interventionComponent+sent.Intervention.ID {
+				o.Refused = f.Message
+				return o, nil
+			}
+		}
 	}
 	for {
 		msg, err := refusal(ctx, c, s, sent)
@@ -231,7 +244,7 @@ func refusal(ctx context.Context, c client.Client, s *flowv1alpha1.Session, sent
 		if e.Type != corev1.EventTypeWarning || e.Regarding.UID != s.UID || e.EventTime.Time.Before(since) {
 			continue
 		}
-		if strings.Contains(e.Note, sent.Intervention.ID) || strings.Contains(e.Reason, "Intervention") {
+		if strings.Contains(e.Note, sent.Intervention.ID) || e.Reason == flowv1alpha1.ReasonInterventionRefused {
 			return e.Note, nil
 		}
 	}
@@ -270,7 +283,7 @@ func newInterventionCommand(o *Options, action flowv1alpha1.InterventionAction) 
 	waitHelp := "Wait until the Session has processed the intervention, then print what it did"
 	switch action {
 	case flowv1alpha1.InterventionResume:
-		cmd.Use = "resume SESSION [--max-turns N] [--max-tokens N] [--max-cost-usd USD] [--max-tool-calls N]"
+		cmd.Use = "resume SESSION [--max-turns N] [--max-iterations N] [--max-transitions N] [--max-tokens N] [--max-cost-usd USD] [--max-tool-calls N]"
 		cmd.Short = "Let a blocked Session go on: lift a cap, loop prevention, a timeout or a failure"
 		cmd.Long = `Append a Resume intervention to spec.interventions: the controller lifts what blocks
 the Session (a cap on turns, iterations, transitions, budget or time, loop prevention,

@@ -452,14 +452,18 @@ func (co *changeOptions) runSuspend(ctx context.Context, name string, suspend bo
 
 // limitFlags are the fields of spec.limits (SessionLimits), as flags.
 type limitFlags struct {
-	maxTurns     int32
-	maxTokens    int64
-	maxCostUSD   string
-	maxToolCalls int64
+	maxTurns       int32
+	maxIterations  int32
+	maxTransitions int32
+	maxTokens      int64
+	maxCostUSD     string
+	maxToolCalls   int64
 }
 
 func (lf *limitFlags) add(fs *pflag.FlagSet) {
 	fs.Int32Var(&lf.maxTurns, "max-turns", 0, "Turns the Session may take in all (spec.limits.maxTurns)")
+	fs.Int32Var(&lf.maxIterations, "max-iterations", 0, "Iterations (JumpBack cycles) the Session may run (spec.limits.maxIterations)")
+	fs.Int32Var(&lf.maxTransitions, "max-transitions", 0, "Transitions the Session may take in all (spec.limits.maxTransitions)")
 	fs.Int64Var(&lf.maxTokens, "max-tokens", 0, "Prompt plus completion tokens the Session may use (spec.limits.budget.maxTokens)")
 	fs.StringVar(&lf.maxCostUSD, "max-cost-usd", "", `US dollars the Session may spend, a decimal such as "2.50" (spec.limits.budget.maxCostUSD)`)
 	fs.Int64Var(&lf.maxToolCalls, "max-tool-calls", 0, "Tool calls the Session may make (spec.limits.budget.maxToolCalls)")
@@ -474,6 +478,18 @@ func (lf *limitFlags) limits(fs *pflag.FlagSet) (*flowv1alpha1.SessionLimits, er
 			return nil, fmt.Errorf("--max-turns must be between 1 and 100000, got %d", lf.maxTurns)
 		}
 		l.MaxTurns, set = lf.maxTurns, true
+	}
+	if fs.Changed("max-iterations") {
+		if lf.maxIterations < 1 || lf.maxIterations > 10000 {
+			return nil, fmt.Errorf("--max-iterations must be between 1 and 10000, got %d", lf.maxIterations)
+		}
+		l.MaxIterations, set = lf.maxIterations, true
+	}
+	if fs.Changed("max-transitions") {
+		if lf.maxTransitions < 1 || lf.maxTransitions > 100000 {
+			return nil, fmt.Errorf("--max-transitions must be between 1 and 100000, got %d", lf.maxTransitions)
+		}
+		l.MaxTransitions, set = lf.maxTransitions, true
 	}
 	budget := &flowv1alpha1.Budget{}
 	if fs.Changed("max-tokens") {
@@ -534,6 +550,14 @@ func limitsPatch(cur, l *flowv1alpha1.SessionLimits) (map[string]any, []string) 
 		patch["maxTurns"] = l.MaxTurns
 		changes = append(changes, "maxTurns="+strconv.Itoa(int(l.MaxTurns)))
 	}
+	if l.MaxIterations != 0 && l.MaxIterations != cur.MaxIterations {
+		patch["maxIterations"] = l.MaxIterations
+		changes = append(changes, "maxIterations="+strconv.Itoa(int(l.MaxIterations)))
+	}
+	if l.MaxTransitions != 0 && l.MaxTransitions != cur.MaxTransitions {
+		patch["maxTransitions"] = l.MaxTransitions
+		changes = append(changes, "maxTransitions="+strconv.Itoa(int(l.MaxTransitions)))
+	}
 	if b := l.Budget; b != nil {
 		budget := map[string]any{}
 		if b.MaxTokens != 0 && b.MaxTokens != curBudget.MaxTokens {
@@ -576,11 +600,12 @@ type limitsOptions struct {
 func newLimitsCommand(o *Options) *cobra.Command {
 	lo := &limitsOptions{changeOptions: changeOptions{Options: o}}
 	cmd := &cobra.Command{
-		Use:   "limits SESSION [--max-turns N] [--max-tokens N] [--max-cost-usd USD] [--max-tool-calls N]",
+		Use:   "limits SESSION [--max-turns N] [--max-iterations N] [--max-transitions N] [--max-tokens N] [--max-cost-usd USD] [--max-tool-calls N]",
 		Short: "Override the Journey's limits for one Session",
 		Long: `Set fields of spec.limits, the Session's own override of its Journey's caps; fields
-not given keep their value. A Session that a cap stalled (TurnLimit, BudgetExceeded)
-goes on at its next step when the override lifts the cap.
+not given keep their value. A Session that a cap stalled
+(TurnLimit, IterationLimit, TransitionLimit, BudgetExceeded) goes on at its next step
+when the override lifts the cap.
 
 A limit may only be set at or above what the Session has used: the admission webhook
 refuses a lower one, naming what was used. --reason is kept in the
@@ -608,7 +633,7 @@ func (lo *limitsOptions) run(ctx context.Context, fs *pflag.FlagSet, name string
 		return err
 	}
 	if l == nil {
-		return errors.New("limits takes at least one of --max-turns, --max-tokens, --max-cost-usd and --max-tool-calls")
+		return errors.New("limits takes at least one of --max-turns, --max-iterations, --max-transitions, --max-tokens, --max-cost-usd and --max-tool-calls")
 	}
 	key, c, err := lo.target(name)
 	if err != nil {

@@ -333,3 +333,36 @@ func TestLimitsCommand(t *testing.T) {
 		t.Errorf("a raise that leaves the Session stalled: %v\n%s", err, out)
 	}
 }
+
+// resume, goto and their --wait against the real engine: an applied intervention
+// prints the history entry it made; one the engine refuses prints why and fails.
+func TestInterventionsOnTheRealController(t *testing.T) {
+	env := liveCluster(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	chatJourney(t, env, ns, "capped", 1, "one", "two")
+	if s := testenv.Get(t, env, ns, "capped", &flowv1alpha1.Session{}); stalled(s) == nil {
+		t.Fatalf("the Session is not stalled by maxTurns: %s", stateSummary(s))
+	}
+
+	out, _, err := live(ctx, ns, "resume", "capped", "--max-turns", "5", "--reason", "two turns are fine", "--wait", "--timeout", "30s")
+	if err != nil {
+		t.Fatalf("resume --wait: %v\n%s", err, out)
+	}
+	t.Logf("resume --wait:\n%s", out)
+	if !strings.HasPrefix(out, "intervention i-1 (Resume) sent to session/capped\nTransition: ") ||
+		!strings.Contains(out, "by Human") || !strings.HasSuffix(out, "Phase:      WaitingForInput\nPathway:    chat\n") {
+		t.Errorf("resume --wait printed:\n%s", out)
+	}
+	s := testenv.Get(t, env, ns, "capped", &flowv1alpha1.Session{})
+	if s.Status.ProcessedMessages != 2 || stalled(s) != nil || s.Status.ProcessedInterventions != 1 {
+		t.Errorf("after resume: %s, %d messages and %d interventions processed", stateSummary(s), s.Status.ProcessedMessages, s.Status.ProcessedInterventions)
+	}
+
+	// Nothing blocks it now: the engine refuses a Resume, and the command says why.
+	out, _, err = live(ctx, ns, "resume", "capped", "--wait", "--timeout", "30s")
+	t.Logf("resume --wait with nothing to resume:\n%s%v", out, err)
+	if err == nil || !strings.HasPrefix(err.Error(), "session/capped refused intervention i-2 (Resume): Resume by ") || !strings.Contains(out, "Refused:    Resume by ") {
+		t.Errorf("a Resume with nothing to resume: %v\n%s", err, out)
+	}
+}
