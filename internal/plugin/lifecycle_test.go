@@ -334,8 +334,9 @@ func TestLimitsCommand(t *testing.T) {
 	}
 }
 
-// resume, goto and their --wait against the real engine: an applied intervention
-// prints the history entry it made; one the engine refuses prints why and fails.
+// resume and its --wait against the real controller and webhooks: an applied
+// intervention prints the history entry it made; one the webhook refuses fails with
+// its message.
 func TestInterventionsOnTheRealController(t *testing.T) {
 	env := liveCluster(t)
 	ctx := context.Background()
@@ -359,10 +360,16 @@ func TestInterventionsOnTheRealController(t *testing.T) {
 		t.Errorf("after resume: %s, %d messages and %d interventions processed", stateSummary(s), s.Status.ProcessedMessages, s.Status.ProcessedInterventions)
 	}
 
-	// Nothing blocks it now: the engine refuses a Resume, and the command says why.
-	out, _, err = live(ctx, ns, "resume", "capped", "--wait", "--timeout", "30s")
-	t.Logf("resume --wait with nothing to resume:\n%s%v", out, err)
-	if err == nil || !strings.HasPrefix(err.Error(), "session/capped refused intervention i-2 (Resume): Resume by ") || !strings.Contains(out, "Refused:    Resume by ") {
-		t.Errorf("a Resume with nothing to resume: %v\n%s", err, out)
+	// Nothing blocks it now: the admission webhook refuses a Resume, in a server dry run
+	// too, and the command fails with its message; nothing is stored.
+	for _, dry := range []string{"--dry-run=server", "--dry-run=none"} {
+		out, _, err = live(ctx, ns, "resume", "capped", dry)
+		if err == nil || !strings.Contains(err.Error(), "denied the request") ||
+			!strings.Contains(err.Error(), "nothing stops session/capped (phase WaitingForInput)") || out != "" {
+			t.Errorf("a Resume with nothing to resume (%s): %v\n%s", dry, err, out)
+		}
+	}
+	if s := testenv.Get(t, env, ns, "capped", &flowv1alpha1.Session{}); s.Spec.InterventionCount() != 1 {
+		t.Errorf("a refused Resume was stored: %+v", s.Spec.Interventions)
 	}
 }
