@@ -457,8 +457,8 @@ type SessionStatus struct {
 	// +optional
 	// +listType=atomic
 	ContextHistory []ContextVersion `json:"contextHistory,omitempty"`
-	// history keeps the last limits.maxHistory transitions; the full audit is
-	// the Event stream.
+	// history keeps the last limits.maxHistory transitions; with an audit
+	// sink, the manager's audit trail keeps every one (docs/security.md).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=500
