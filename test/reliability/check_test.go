@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
 
@@ -84,7 +86,7 @@ func check(sessions []flowv1.Session) verdict {
 					v.problem(&v.duplicated, "%s: history step %d after %d", s.Name, h.Step, prev.Step)
 				}
 				prev.Time = h.Time
-				if prev == h {
+				if equality.Semantic.DeepEqual(prev, h) {
 					v.problem(&v.duplicated, "%s: history entry repeated: %+v", s.Name, h)
 				}
 			}
