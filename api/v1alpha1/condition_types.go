@@ -21,8 +21,8 @@ const (
 	ReasonPathwayNotFound = "PathwayNotFound"
 	// ReasonJourneyNotFound: the Session's Journey does not exist.
 	ReasonJourneyNotFound = "JourneyNotFound"
-	// ReasonJourneyNotReady: the Session's Journey is not Ready, so it cannot
-	// start.
+	// ReasonJourneyNotReady: the Session's Journey has no valid revision yet
+	// (status.readyRevision is empty), so it cannot start.
 	ReasonJourneyNotReady = "JourneyNotReady"
 	// ReasonRevisionNotFound: the revision the Session is pinned to is gone.
 	ReasonRevisionNotFound = "RevisionNotFound"

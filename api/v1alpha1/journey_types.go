@@ -577,8 +577,12 @@ type LoopPrevention struct {
 
 // JourneyStatus is the observed state of a Journey.
 type JourneyStatus struct {
-	// conditions: Ready says whether Sessions can start on the current
-	// generation.
+	// conditions: Ready is True when the current generation (with the Pathways it
+	// references as they are now) is valid and serves new Sessions. When it is not,
+	// Ready is False with the problems in its message, Stalled (invalid) or
+	// Reconciling (a referenced Pathway does not exist) is True, and new Sessions
+	// still start on readyRevision, the message saying "serving R1; R2 is invalid:
+	// ..." (R1 the readyRevision, R2 the latestRevision).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -586,9 +590,19 @@ type JourneyStatus struct {
 	// observedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// currentRevision is the ControllerRevision new Sessions pin.
+	// readyRevision is the ControllerRevision new Sessions start on and pin: the
+	// snapshot of the newest valid generation. An invalid edit, or a referenced
+	// Pathway deleted or made invalid later, leaves it where it was, so new Sessions
+	// keep starting on the last good revision. Empty until the Journey has been valid
+	// once: new Sessions wait (reason JourneyNotReady) until it is.
 	// +optional
-	CurrentRevision string `json:"currentRevision,omitempty"`
+	ReadyRevision string `json:"readyRevision,omitempty"`
+	// latestRevision names the snapshot of the current generation with the Pathways
+	// it references as they are now, valid or not. It equals readyRevision when the
+	// Journey is Ready; otherwise it is the revision the Ready condition says is
+	// invalid. Only valid snapshots are stored as ControllerRevisions.
+	// +optional
+	LatestRevision string `json:"latestRevision,omitempty"`
 	// pathways is how many pathways were resolved.
 	// +optional
 	Pathways int32 `json:"pathways,omitempty"`
@@ -611,7 +625,8 @@ type JourneyStatus struct {
 // +kubebuilder:printcolumn:name="Pathways",type=integer,JSONPath=`.status.pathways`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
-// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.currentRevision`
+// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.readyRevision`
+// +kubebuilder:printcolumn:name="Latest",type=string,JSONPath=`.status.latestRevision`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // Journey declares pathways, agents and transitions. Sessions run on it.

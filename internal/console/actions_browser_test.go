@@ -33,7 +33,7 @@ func (c *cluster) stuckSession(t *testing.T, ns, name string) *flowv1.Session {
 			}
 		}
 		deadline := time.Now().Add(30 * time.Second)
-		for j := (&flowv1.Journey{}); j.Status.CurrentRevision == ""; time.Sleep(50 * time.Millisecond) {
+		for j := (&flowv1.Journey{}); j.Status.ReadyRevision == ""; time.Sleep(50 * time.Millisecond) {
 			if err := c.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "capped"}, j); err != nil || time.Now().After(deadline) {
 				t.Fatalf("journey capped not ready: %v %v", err, j.Status.Issues)
 			}

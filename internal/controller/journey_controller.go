@@ -23,6 +23,7 @@ import (
 	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/revision"
 	"github.com/journeyops/journey-operator/internal/tools"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // indexPathwayRef indexes Journeys by the Pathway objects they reference.
@@ -57,7 +58,8 @@ func (r *JourneyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 }
 
 // reconcile resolves and validates the Journey, snapshots a valid one, and says so in
-// its status.
+// its status. An invalid one leaves readyRevision where it was: new Sessions keep
+// starting on the last valid revision.
 func (r *JourneyReconciler) reconcile(ctx context.Context, j *flowv1.Journey) outcome {
 	j.Status.ObservedGeneration = j.Generation
 	pathways, missing, err := r.resolve(ctx, j)
@@ -74,13 +76,8 @@ func (r *JourneyReconciler) reconcile(ctx context.Context, j *flowv1.Journey) ou
 		if len(missing) > 0 {
 			reason = flowv1.ReasonPathwayNotFound
 		}
-		if len(issues) > 64 {
-			issues = issues[:64]
-		}
-		j.Status.Issues = issues
-		r.setReady(j, metav1.ConditionFalse, reason, strings.Join(issues, "; "))
 		// A missing Pathway is fixed by creating it: the Pathway watch wakes us.
-		return outcome{}
+		return r.invalid(j, pathways, reason, issues)
 	}
 
 	schemas, retry := r.discover(ctx, j)
@@ -91,15 +88,41 @@ func (r *JourneyReconciler) reconcile(ctx context.Context, j *flowv1.Journey) ou
 	if err := r.ensureRevision(ctx, j, name, raw); err != nil {
 		return failed(err)
 	}
-	if j.Status.CurrentRevision != name {
+	if j.Status.ReadyRevision != name {
 		r.Recorder.Eventf(j, nil, "Normal", "RevisionCreated", "Snapshot", "Sessions now start on revision %s", name)
 	}
-	j.Status.CurrentRevision = name
+	j.Status.ReadyRevision = name
+	j.Status.LatestRevision = name
 	j.Status.Issues = nil
 	r.setReady(j, metav1.ConditionTrue, flowv1.ReasonValid, fmt.Sprintf("%d pathways resolved; revision %s", len(pathways), name))
 	if retry {
 		return outcome{kind: requeue, after: toolServerRetry}
 	}
+	return outcome{}
+}
+
+// invalid records that the current generation, with the Pathways as they are now, is
+// invalid: status.latestRevision names its snapshot (never stored), readyRevision
+// stays, and the Ready condition and a Warning Event (once per invalid snapshot) say
+// which revision still serves and why the latest does not.
+func (r *JourneyReconciler) invalid(j *flowv1.Journey, pathways map[string]*flowv1.PathwaySpec, reason string, issues []string) outcome {
+	_, latest, err := revision.Encode(j.Name, &revision.Data{Journey: j.Spec, Pathways: pathways})
+	if err != nil {
+		return failed(err)
+	}
+	if len(issues) > 64 {
+		issues = issues[:64]
+	}
+	msg := strings.Join(issues, "; ")
+	if j.Status.ReadyRevision != "" {
+		msg = fmt.Sprintf("serving %s; %s is invalid: %s", j.Status.ReadyRevision, latest, msg)
+	}
+	if j.Status.LatestRevision != latest {
+		r.Recorder.Eventf(j, nil, "Warning", reason, "Validate", "%s", truncate.Bytes(msg, maxNoteBytes, "..."))
+	}
+	j.Status.LatestRevision = latest
+	j.Status.Issues = issues
+	r.setReady(j, metav1.ConditionFalse, reason, msg)
 	return outcome{}
 }
 

@@ -146,6 +146,15 @@ func TestKstatusOfEveryState(t *testing.T) {
 	lost := entryPathway(ns, "lost", "nowhere")
 	create(t, lost, journeyOf(ns, "invalid", lost))
 	expectKstatus(t, table, "Journey | invalid", ns, "invalid", &flowv1.Journey{})
+	regressed := entryPathway(ns, "regressed", "")
+	create(t, regressed, journeyOf(ns, "regressed", regressed))
+	waitJourneyReady(t, ns, "regressed")
+	regressed = get(t, ns, "regressed", &flowv1.Pathway{})
+	regressed.Spec.Next = "nowhere"
+	if err := k8sClient.Update(context.Background(), regressed); err != nil {
+		t.Fatal(err)
+	}
+	expectKstatus(t, table, "Journey | invalid, an earlier revision serves", ns, "regressed", &flowv1.Journey{})
 	bad := entryPathway(ns, "bad-cel", "")
 	bad.Spec.Builtin.Outputs = []flowv1.BuiltinOutput{{Name: "x", Expression: "1 +"}}
 	create(t, bad)

@@ -110,8 +110,8 @@ func startReact(t *testing.T, ns, clinicURL, chatURL string, mod func(*flowv1.Jo
 	create(t, p, j)
 	eventually(t, 30*time.Second, func() error {
 		j := get(t, ns, j.Name, &flowv1.Journey{})
-		if len(j.Status.Tools) < 2 || j.Status.CurrentRevision == "" {
-			return fmt.Errorf("tools %+v, revision %q", j.Status.Tools, j.Status.CurrentRevision)
+		if len(j.Status.Tools) < 2 || j.Status.ReadyRevision == "" {
+			return fmt.Errorf("tools %+v, revision %q", j.Status.Tools, j.Status.ReadyRevision)
 		}
 		return nil
 	})

@@ -54,7 +54,7 @@ func waitJourneyReady(t *testing.T, ns, name string) {
 	t.Helper()
 	eventually(t, 30*time.Second, func() error {
 		j := get(t, ns, name, &flowv1.Journey{})
-		if j.Status.CurrentRevision == "" {
+		if j.Status.ReadyRevision == "" {
 			return fmt.Errorf("journey %s not ready: %v", name, j.Status.Issues)
 		}
 		return nil

@@ -258,7 +258,7 @@ func TestEditedJourneyKeepsRunningSessionsOnTheirRevision(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, func() error {
-		if get(t, ns, "echo", &flowv1.Journey{}).Status.CurrentRevision == pinned {
+		if get(t, ns, "echo", &flowv1.Journey{}).Status.ReadyRevision == pinned {
 			return fmt.Errorf("no new revision")
 		}
 		return nil

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -197,7 +196,8 @@ func afterWrite(st sessionStep, advance AdvanceMode, now time.Time) (out outcome
 	return outcome{kind: requeue, after: wait + 10*time.Millisecond}, false
 }
 
-// pin returns the Journey revision a new Session starts on, or why it cannot start.
+// pin returns the Journey revision a new Session starts on (its readyRevision), or why
+// it cannot start.
 func (r *SessionReconciler) pin(ctx context.Context, s *flowv1.Session) (revision, reason, msg string) {
 	var j flowv1.Journey
 	err := r.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.JourneyRef.Name}, &j)
@@ -207,15 +207,15 @@ func (r *SessionReconciler) pin(ctx context.Context, s *flowv1.Session) (revisio
 	if err != nil {
 		return "", flowv1.ReasonJourneyNotFound, fmt.Sprintf("Journey %q could not be read: %v", s.Spec.JourneyRef.Name, err)
 	}
-	ready := apimeta.FindStatusCondition(j.Status.Conditions, flowv1.ConditionReady)
-	if ready == nil || ready.Status != metav1.ConditionTrue || j.Status.CurrentRevision == "" {
-		why := "it has not been validated yet"
-		if ready != nil && ready.Message != "" {
-			why = ready.Message
-		}
-		return "", flowv1.ReasonJourneyNotReady, fmt.Sprintf("Journey %q is not Ready: %s", j.Name, why)
+	// The last valid revision serves even while the Journey's latest edit is invalid.
+	if j.Status.ReadyRevision != "" {
+		return j.Status.ReadyRevision, "", ""
 	}
-	return j.Status.CurrentRevision, "", ""
+	why := "it has not been validated yet"
+	if ready := apimeta.FindStatusCondition(j.Status.Conditions, flowv1.ConditionReady); ready != nil && ready.Message != "" {
+		why = ready.Message
+	}
+	return "", flowv1.ReasonJourneyNotReady, fmt.Sprintf("Journey %q is not Ready: %s", j.Name, why)
 }
 
 // expire deletes a finished Session once its ttlSecondsAfterFinished (its own, else

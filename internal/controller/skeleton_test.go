@@ -206,7 +206,7 @@ func TestSessionStartsOnARevisionNotCachedYet(t *testing.T) {
 	j := get(t, ns, "j", &flowv1.Journey{})
 	create(t, sessionOf(ns, "orphan", "j"))
 	orphan := get(t, ns, "orphan", &flowv1.Session{})
-	orphan.Status.JourneyRevision = j.Status.CurrentRevision + "-gone"
+	orphan.Status.JourneyRevision = j.Status.ReadyRevision + "-gone"
 	if err := k8sClient.Status().Update(context.Background(), orphan); err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func chatJourney(t *testing.T, env *testenv.Environment, ns, session string, max
 	}}
 	env.Create(t, p, j)
 	testenv.Eventually(t, 30*time.Second, func() error {
-		if j := testenv.Get(t, env, ns, "chat", &flowv1alpha1.Journey{}); j.Status.CurrentRevision == "" {
+		if j := testenv.Get(t, env, ns, "chat", &flowv1alpha1.Journey{}); j.Status.ReadyRevision == "" {
 			return fmt.Errorf("journey chat is not ready: %v", j.Status.Issues)
 		}
 		return nil

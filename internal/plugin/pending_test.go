@@ -119,7 +119,7 @@ func setJourneyReady(ctx context.Context, status metav1.ConditionStatus) error {
 	apimeta.SetStatusCondition(&j.Status.Conditions, metav1.Condition{Type: flowv1alpha1.ConditionReady, Status: status,
 		Reason: "Checked", Message: "checked by the test", ObservedGeneration: j.Generation})
 	if status == metav1.ConditionTrue {
-		j.Status.CurrentRevision = "validating-1"
+		j.Status.ReadyRevision = "validating-1"
 	}
 	return admin.Status().Patch(ctx, j, client.MergeFrom(base))
 }

@@ -43,7 +43,7 @@ func builtinJourney(t *testing.T, ns, name, entry string, pathways map[string]fl
 		if err := admin.Get(ctx, client.ObjectKeyFromObject(j), &got); err != nil {
 			return err
 		}
-		if got.Status.CurrentRevision == "" {
+		if got.Status.ReadyRevision == "" {
 			return fmt.Errorf("journey %s not ready: %v", name, got.Status.Issues)
 		}
 		return nil

@@ -50,7 +50,7 @@ func pricedChat(t *testing.T, ns string, cs *testenv.ChatServer, maxCost flowv1.
 		if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "priced"}, &j); err != nil {
 			return err
 		}
-		if j.Status.CurrentRevision == "" {
+		if j.Status.ReadyRevision == "" {
 			return fmt.Errorf("journey not ready: %v", j.Status.Issues)
 		}
 		return nil

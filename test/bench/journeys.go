@@ -97,7 +97,7 @@ func journeyReady(j *flowv1.Journey) bool {
 			ready = true
 		}
 	}
-	return ready && j.Status.CurrentRevision != "" && len(j.Status.Tools) >= len(j.Spec.Tools)
+	return ready && j.Status.ReadyRevision != "" && len(j.Status.Tools) >= len(j.Spec.Tools)
 }
 
 // messageText is the text of message k of Session name: its own, so no cache of any

@@ -340,13 +340,13 @@ func TestSamplesRevisionsThroughKustomize(t *testing.T) {
 			if err := cluster.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: r.namespace, Name: sample}, &j); err != nil {
 				return err
 			}
-			if j.Status.CurrentRevision == "" {
+			if j.Status.ReadyRevision == "" {
 				return fmt.Errorf("journey %s has no revision yet", sample)
 			}
 			return nil
 		})
-		if j.Status.CurrentRevision != offline {
-			t.Errorf("journey %s: revision %s in the cluster (kubectl apply -k), %s from kubectl journey test", sample, j.Status.CurrentRevision, offline)
+		if j.Status.ReadyRevision != offline {
+			t.Errorf("journey %s: revision %s in the cluster (kubectl apply -k), %s from kubectl journey test", sample, j.Status.ReadyRevision, offline)
 		}
 	}
 }

@@ -188,7 +188,7 @@ func runConversation(t *testing.T, env *testenv.Environment) conversation {
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: "referral"}, &j); err != nil {
 			return err
 		}
-		if j.Status.CurrentRevision == "" {
+		if j.Status.ReadyRevision == "" {
 			return fmt.Errorf("journey not ready: %v", j.Status.Issues)
 		}
 		return nil

@@ -107,7 +107,7 @@ func TestNoConversationTextInEventsLogsOrTraces(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "clinic"}, &j); err != nil {
 			return err
 		}
-		if j.Status.CurrentRevision == "" {
+		if j.Status.ReadyRevision == "" {
 			return fmt.Errorf("journey not ready: %+v", j.Status.Conditions)
 		}
 		return nil
