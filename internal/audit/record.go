@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,13 +53,15 @@ type Record struct {
 	// Schema is always Schema.
 	Schema string `json:"schema"`
 	// ID is unique and stable: <session UID>/<step>/<n>, n counting the records of
-	// one status write from 0; archives end in /archive, erasures in /erasure.
+	// one status write from 0; archives end in /archive; an erasure's is
+	// erasure/<request>/<smallest UID of its Sessions>.
 	ID string `json:"id"`
 	// Kind is what the record tells.
 	Kind Kind `json:"kind"`
 	// Time is when it happened, by the step's clock.
 	Time time.Time `json:"time"`
-	// Session is the Session it is about.
+	// Session is the Session it is about (an erasure: only the namespace of the
+	// Sessions it names).
 	Session SessionRef `json:"session"`
 	// Journey and Revision are what the Session runs.
 	Journey  string `json:"journey,omitempty"`
@@ -181,6 +184,32 @@ type Archive struct {
 type Erasure struct {
 	// Request identifies the request (the value of the erasure annotation).
 	Request string `json:"request"`
+	// Reason is why, as the person gave it, redacted.
+	Reason string `json:"reason,omitempty"`
+	// Sessions are the Sessions erased, by namespace, name and UID.
+	Sessions []SessionRef `json:"sessions"`
+}
+
+// ErasureOf is the erasure record of sessions (one namespace's), erased at now on
+// request by actor for reason: their namespaces, names and UIDs, nothing they held.
+// Its session names the namespace only; its id is erasure/<request>/<smallest UID>,
+// the same however often it is written for the same Sessions.
+func ErasureOf(sessions []*flowv1.Session, request, actor, reason string, now time.Time) Record {
+	e := &Erasure{Request: request, Reason: reason}
+	for _, s := range sessions {
+		e.Sessions = append(e.Sessions, sessionOf(s))
+	}
+	slices.SortFunc(e.Sessions, func(a, b SessionRef) int { return strings.Compare(a.Name, b.Name) })
+	r := Record{Schema: Schema, Kind: KindErasure, Time: now.UTC(), Actor: actor, Erasure: e}
+	smallest := ""
+	for _, ref := range e.Sessions {
+		r.Session.Namespace = ref.Namespace
+		if smallest == "" || ref.UID < smallest {
+			smallest = ref.UID
+		}
+	}
+	r.ID = "erasure/" + request + "/" + smallest
+	return r
 }
 
 // ArchiveOf is the archive record of finished Session s, written at now: its

@@ -100,6 +100,9 @@ func (x *Redactor) Record(r *Record) {
 	if a := r.Archive; a != nil {
 		x.archive(a)
 	}
+	if e := r.Erasure; e != nil {
+		e.Reason = x.text(e.Reason)
+	}
 }
 
 func (x *Redactor) archive(a *Archive) {

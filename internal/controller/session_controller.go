@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -81,7 +82,7 @@ type SessionReconciler struct {
 	written sync.Map
 }
 
-// +kubebuilder:rbac:groups=flow.journey.dev,resources=sessions,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=flow.journey.dev,resources=sessions,verbs=get;list;watch;delete;patch
 // +kubebuilder:rbac:groups=flow.journey.dev,resources=sessions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=flow.journey.dev,resources=journeys,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch
@@ -103,7 +104,13 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if !r.fresh(&s) {
 		return computeResult(outcome{kind: conflict})
 	}
-	if !s.DeletionTimestamp.IsZero() || !r.inShard(&s) {
+	if !r.inShard(&s) {
+		return ctrl.Result{}, nil
+	}
+	if !s.DeletionTimestamp.IsZero() {
+		if controllerutil.ContainsFinalizer(&s, flowv1.FinalizerErasure) {
+			return computeResult(r.erase(ctx, &s, r.Clock.Now()))
+		}
 		return ctrl.Result{}, nil
 	}
 	// The records of the last status write come before the next step (after a
@@ -188,9 +195,16 @@ func (r *SessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
-	sessionEvents := predicate.Or[client.Object](predicate.GenerationChangedPredicate{})
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &flowv1.Session{}, indexForget, forgetIndex); err != nil {
+		return err
+	}
+	// A Session being erased is held by the erasure finalizer until it is reconciled.
+	erasing := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return !e.ObjectNew.GetDeletionTimestamp().IsZero() && controllerutil.ContainsFinalizer(e.ObjectNew, flowv1.FinalizerErasure)
+	}}
+	sessionEvents := predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, erasing)
 	if r.Advance == AdvanceWatch {
-		sessionEvents = predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.Funcs{
+		sessionEvents = predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, erasing, predicate.Funcs{
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				s, ok := e.ObjectNew.(*flowv1.Session)
 				return ok && s.Status.Phase == flowv1.PhaseRunning

@@ -230,6 +230,10 @@ func (r *SessionReconciler) expire(ctx context.Context, s *flowv1.Session, now t
 	if wait := deadline.Sub(now); wait > 0 {
 		return outcome{kind: requeue, after: wait}
 	}
+	if s.ForgetRequest() != "" {
+		// Being erased: its deletion follows, and nothing it held is kept.
+		return outcome{}
+	}
 	if err := r.Audit.Write(ctx, s, audit.ArchiveOf(s, now)); err != nil {
 		return failed(err)
 	}

@@ -34,7 +34,8 @@ type sessionDefaulter struct {
 }
 
 // Default stamps every approval and intervention at an index the old object did not
-// have (all of them on create). One that already names someone else is refused here,
+// have (all of them on create), and who asked for an erasure (the forget-by
+// annotation) when the update marks the Session to erase. One that already names someone else is refused here,
 // not overwritten: a forged approval or intervention must fail loudly.
 func (d *sessionDefaulter) Default(ctx context.Context, s *flowv1.Session) error {
 	req, err := admission.RequestFromContext(ctx)
@@ -44,6 +45,10 @@ func (d *sessionDefaulter) Default(ctx context.Context, s *flowv1.Session) error
 	old, err := oldSession(req)
 	if err != nil {
 		return apierrors.NewBadRequest(err.Error())
+	}
+	if errs := stampForget(old, s, req.UserInfo.Username); len(errs) > 0 {
+		logf.FromContext(ctx).Info("Denied forged erasure request", "session", req.Namespace+"/"+req.Name, "user", req.UserInfo.Username)
+		return apierrors.NewForbidden(sessionResource, s.Name, errs.ToAggregate())
 	}
 	if errs := stampInterventions(&old.Spec, &s.Spec, req.UserInfo.Username); len(errs) > 0 {
 		logf.FromContext(ctx).Info("Denied forged intervention", "session", req.Namespace+"/"+req.Name, "user", req.UserInfo.Username)
@@ -112,6 +117,10 @@ func (v *sessionValidator) validate(ctx context.Context, old, s *flowv1.Session)
 		return apierrors.NewInvalid(sessionGK, s.Name, errs)
 	}
 	if errs := checkLimits(old, s); len(errs) > 0 {
+		return apierrors.NewForbidden(sessionResource, s.Name, errs.ToAggregate())
+	}
+	if errs := checkForgetForgery(old, s, req.UserInfo.Username); len(errs) > 0 {
+		logf.FromContext(ctx).Info("Denied forged erasure request", "session", req.Namespace+"/"+req.Name, "user", req.UserInfo.Username)
 		return apierrors.NewForbidden(sessionResource, s.Name, errs.ToAggregate())
 	}
 	if errs := checkInterventionForgery(s.Spec.Interventions, newInterventionsFrom(&old.Spec, &s.Spec), req.UserInfo.Username); len(errs) > 0 {

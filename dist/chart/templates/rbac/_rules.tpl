@@ -49,6 +49,7 @@
   - delete
   - get
   - list
+  - patch
   - watch
 {{- end }}
 {{- define "journey-operator.rules.leaderElection" }}

@@ -15,8 +15,11 @@
       (request.operation == 'CREATE' || !has(oldObject.spec.approvals) || object.spec.approvals
       != oldObject.spec.approvals)) || (has(object.spec.interventions) && size(object.spec.interventions)
       > 0 && (request.operation == 'CREATE' || !has(oldObject.spec.interventions)
-      || object.spec.interventions != oldObject.spec.interventions))
-    name: approvals-or-interventions-added-or-changed
+      || object.spec.interventions != oldObject.spec.interventions)) || (has(object.metadata.annotations)
+      && ('flow.journey.dev/forget' in object.metadata.annotations || 'flow.journey.dev/forget-by'
+      in object.metadata.annotations) && (request.operation == 'CREATE' || !has(oldObject.metadata.annotations)
+      || object.metadata.annotations != oldObject.metadata.annotations))
+    name: approvals-interventions-or-erasure-changed
   name: msession-v1alpha1.flow.journey.dev
   reinvocationPolicy: IfNeeded
   rules:
@@ -50,8 +53,11 @@
       > 0 && (request.operation == 'CREATE' || !has(oldObject.spec.interventions)
       || object.spec.interventions != oldObject.spec.interventions)) || (has(object.spec.limits)
       && request.operation == 'UPDATE' && (!has(oldObject.spec.limits) || object.spec.limits
-      != oldObject.spec.limits))
-    name: approvals-interventions-or-limits-changed
+      != oldObject.spec.limits)) || (has(object.metadata.annotations) && ('flow.journey.dev/forget'
+      in object.metadata.annotations || 'flow.journey.dev/forget-by' in object.metadata.annotations)
+      && (request.operation == 'CREATE' || !has(oldObject.metadata.annotations) ||
+      object.metadata.annotations != oldObject.metadata.annotations))
+    name: approvals-interventions-limits-or-erasure-changed
   name: vsession-v1alpha1.flow.journey.dev
   rules:
   - apiGroups:
