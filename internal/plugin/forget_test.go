@@ -67,24 +67,7 @@ func TestForgetErasesSessionsWithOneErasureRecord(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a control plane")
 	}
-	testenv.QuietLogs()
-	env := testenv.New(t, testenv.WithWebhooks())
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	sink, err := audit.OpenJSONLines(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sink.Close() })
-	mgr := env.StartManager(t, testenv.ManagerOptions{Webhooks: true, Setup: func(mgr ctrl.Manager) error {
-		if err := controller.Setup(mgr, controller.Options{Audit: &audit.Trail{Sink: sink}}); err != nil {
-			return err
-		}
-		return webhook.SetupWebhooks(mgr, webhook.Options{})
-	}})
-	if err := mgr.WaitForWebhooks(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := env.Kubeconfig(t, testenv.Admin("alice"))
+	env, kubeconfig, path := auditedCluster(t)
 	ns := env.Namespace(t)
 	forget := func(args ...string) (string, error) {
 		var out, errOut bytes.Buffer
@@ -222,4 +205,77 @@ func readAuditFile(t *testing.T, path string) []audit.Record {
 		out = append(out, r)
 	}
 	return out
+}
+
+// auditedCluster starts a control plane with the admission webhooks and a manager
+// that writes its audit records to a JSON lines file; it returns the kubeconfig of
+// alice and the file's path.
+func auditedCluster(t *testing.T) (*testenv.Environment, string, string) {
+	t.Helper()
+	testenv.QuietLogs()
+	env := testenv.New(t, testenv.WithWebhooks())
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	sink, err := audit.OpenJSONLines(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sink.Close() })
+	mgr := env.StartManager(t, testenv.ManagerOptions{Webhooks: true, Setup: func(mgr ctrl.Manager) error {
+		if err := controller.Setup(mgr, controller.Options{Audit: &audit.Trail{Sink: sink}}); err != nil {
+			return err
+		}
+		return webhook.SetupWebhooks(mgr, webhook.Options{})
+	}})
+	if err := mgr.WaitForWebhooks(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := env.Kubeconfig(t, testenv.Admin("alice"))
+	return env, kubeconfig, path
+}
+
+// TestAuditTrailOfAnIntervention: a Session stopped by its turn cap and resumed with
+// kubectl journey resume gets, in the status write that took the Resume in, the
+// Intervention record first, its actor alice as the webhook stamped her, then the
+// records of what the Resume led to.
+func TestAuditTrailOfAnIntervention(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
+	env, kubeconfig, path := auditedCluster(t)
+	ns := env.Namespace(t)
+	chatJourney(t, env, ns, "capped", 1, "one", "two")
+	if s := testenv.Get(t, env, ns, "capped", &flowv1alpha1.Session{}); stalled(s) == nil || stalled(s).Reason != flowv1alpha1.ReasonTurnLimit {
+		t.Fatalf("session capped is not stalled by maxTurns: %s", stateSummary(s))
+	}
+	var out, errOut bytes.Buffer
+	o := NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	o.PollInterval = 50 * time.Millisecond
+	cmd := NewCommandWithOptions(o)
+	cmd.SetArgs([]string{"resume", "capped", "--max-turns", "5", "--reason", "false alarm", "--wait", "--timeout", "30s", "--kubeconfig", kubeconfig, "-n", ns})
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("resume: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	s := testenv.Get(t, env, ns, "capped", &flowv1alpha1.Session{})
+	var at int
+	testenv.Eventually(t, 30*time.Second, func() error {
+		recs := readAuditFile(t, path)
+		at = slices.IndexFunc(recs, func(r audit.Record) bool { return r.Kind == audit.KindIntervention && r.Session.UID == string(s.UID) })
+		if at < 0 {
+			return fmt.Errorf("no intervention record yet")
+		}
+		r := recs[at]
+		if r.Actor != "alice" || r.Intervention.Action != string(flowv1alpha1.InterventionResume) || r.Intervention.Reason != "false alarm" || r.Intervention.ID != "i-1" {
+			t.Fatalf("intervention record %+v %+v; want i-1, Resume by alice for \"false alarm\"", r, r.Intervention)
+		}
+		var same []string
+		for _, x := range recs {
+			if x.Session.UID == string(s.UID) && x.Step == r.Step {
+				same = append(same, string(x.Kind))
+			}
+		}
+		if len(same) < 2 || same[0] != string(audit.KindIntervention) || r.ID != fmt.Sprintf("%s/%d/0", s.UID, r.Step) {
+			t.Fatalf("records of step %d: %v, the intervention's id %s; want the intervention first, with n 0, then what it led to", r.Step, same, r.ID)
+		}
+		return nil
+	})
 }
