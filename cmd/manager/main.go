@@ -242,7 +242,7 @@ func setup(mgr ctrl.Manager, f flags, shard labels.Selector, traces *tracing.Pro
 		return fmt.Errorf("controllers: %w", err)
 	}
 	if f.enableWebhooks {
-		if err := webhook.SetupWebhooks(mgr, webhook.Options{}); err != nil {
+		if err := webhook.SetupWebhooks(mgr, webhook.Options{Checks: controller.AdmissionChecks()}); err != nil {
 			return fmt.Errorf("webhooks: %w", err)
 		}
 	}

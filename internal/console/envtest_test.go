@@ -67,7 +67,7 @@ func (c *cluster) start(ctx context.Context, env *testenv.Environment) error {
 		if err := controller.Setup(mgr, controller.Options{}); err != nil {
 			return err
 		}
-		return webhook.SetupWebhooks(mgr, webhook.Options{Clock: clocktesting.NewFakePassiveClock(webhookNow)})
+		return webhook.SetupWebhooks(mgr, webhook.Options{Clock: clocktesting.NewFakePassiveClock(webhookNow), Checks: controller.AdmissionChecks()})
 	}})
 	if err != nil {
 		return err

@@ -14,9 +14,11 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/audit"
+	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/revision"
 	"github.com/journeyops/journey-operator/internal/tools"
 	"github.com/journeyops/journey-operator/internal/tracing"
+	"github.com/journeyops/journey-operator/internal/webhook"
 )
 
 // Options configure the controllers.
@@ -115,4 +117,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Tracing:                 opts.Tracing,
 		Audit:                   opts.Audit,
 	}).SetupWithManager(mgr)
+}
+
+// AdmissionChecks are the checks the Journey and Pathway admission webhooks run: the
+// ones this package's Journey and Pathway controllers report in Ready, so that what
+// admission refuses and what the controllers call invalid say the same thing.
+func AdmissionChecks() webhook.Checks {
+	return webhook.Checks{Journey: engine.ValidateKnown, Pathway: PathwayIssues}
 }

@@ -18,6 +18,27 @@ import (
 // compile (conditions, decision rules, builtin outputs, outcome and complete), reply
 // templates that do not parse, and thresholds that are not decimals in [0,1].
 func Validate(journey *flowv1.JourneySpec, pathways map[string]*flowv1.PathwaySpec) []string {
+	return validate(journey, pathways, false)
+}
+
+// ValidateKnown returns the problems Validate finds that do not depend on the
+// Pathways missing from pathways (absent or nil: not created yet). With every Pathway
+// there it is Validate; with some missing it leaves out the missing Pathways
+// themselves and reachability, which they may change. The admission webhook refuses
+// what it returns: what is known to be wrong whatever Pathways are created later.
+func ValidateKnown(journey *flowv1.JourneySpec, pathways map[string]*flowv1.PathwaySpec) []string {
+	if journey == nil {
+		return validate(journey, pathways, false)
+	}
+	for _, entry := range journey.Pathways {
+		if pathways[string(entry.Name)] == nil {
+			return validate(journey, pathways, true)
+		}
+	}
+	return validate(journey, pathways, false)
+}
+
+func validate(journey *flowv1.JourneySpec, pathways map[string]*flowv1.PathwaySpec, partial bool) []string {
 	if journey == nil {
 		return []string{"journey spec is missing"}
 	}
@@ -45,12 +66,17 @@ func Validate(journey *flowv1.JourneySpec, pathways map[string]*flowv1.PathwaySp
 	for _, entry := range journey.Pathways {
 		p := pathways[string(entry.Name)]
 		if p == nil {
-			c.add("pathway %s: Pathway %q was not resolved", entry.Name, entry.PathwayRef)
+			if !partial {
+				c.add("pathway %s: Pathway %q was not resolved", entry.Name, entry.PathwayRef)
+			}
 			continue
 		}
 		c.pathway(string(entry.Name), p)
 	}
 	c.tools(journey, pathways)
+	if partial {
+		return c.issues
+	}
 	for _, name := range unreachable(journey, pathways) {
 		c.add("pathway %s is unreachable from the entry pathway %s", name, journey.EntryPathway)
 	}

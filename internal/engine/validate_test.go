@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -103,5 +104,24 @@ func TestValidate(t *testing.T) {
 	var ie *InvalidError
 	if !errors.As(err, &ie) || len(ie.Issues) != 5 || ie.Revision != "rev-9" || !strings.Contains(err.Error(), "pathway booking is unreachable") {
 		t.Errorf("NewSnapshot: %v", err)
+	}
+}
+
+// ValidateKnown keeps what is wrong whatever Pathways are created later, and leaves
+// out what a missing Pathway may change: the missing one itself, and reachability.
+func TestValidateKnown(t *testing.T) {
+	d := healthcare()
+	d.p["intake"].Next = "nowhere"
+	if got, want := ValidateKnown(d.j, d.p), Validate(d.j, d.p); !slices.Equal(got, want) {
+		t.Errorf("with every Pathway: %q; want Validate's %q", got, want)
+	}
+	delete(d.p, "booking") // everything after booking is unreachable without it
+	d.p["faq"] = nil
+	got := ValidateKnown(d.j, d.p)
+	if want := []string{`pathway intake: next: pathway "nowhere" is not one of spec.pathways`}; !slices.Equal(got, want) {
+		t.Errorf("with booking and faq missing: %q; want %q", got, want)
+	}
+	if all := Validate(d.j, d.p); len(all) <= len(got) {
+		t.Errorf("Validate %q: want the missing Pathways and reachability besides", all)
 	}
 }

@@ -124,7 +124,7 @@ func (c *Cluster) runManager() error {
 			if err := controller.Setup(mgr, controller.Options{}); err != nil {
 				return err
 			}
-			if err := webhook.SetupWebhooks(mgr, webhook.Options{}); err != nil {
+			if err := webhook.SetupWebhooks(mgr, webhook.Options{Checks: controller.AdmissionChecks()}); err != nil {
 				return err
 			}
 			return certs.Add(mgr)

@@ -55,7 +55,7 @@ func liveCluster(t *testing.T) *testenv.Environment {
 			if err := controller.Setup(mgr, controller.Options{}); err != nil {
 				return err
 			}
-			return webhook.SetupWebhooks(mgr, webhook.Options{})
+			return webhook.SetupWebhooks(mgr, webhook.Options{Checks: controller.AdmissionChecks()})
 		}})
 		if liveErr != nil {
 			return

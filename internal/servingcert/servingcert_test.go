@@ -28,6 +28,7 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/controller"
 	"github.com/journeyops/journey-operator/internal/servingcert"
 	"github.com/journeyops/journey-operator/internal/testenv"
 	"github.com/journeyops/journey-operator/internal/webhook"
@@ -77,7 +78,7 @@ func TestTheAPIServerTrustsTheProvisionedCertificate(t *testing.T) {
 				return p.Server(crwebhook.NewServer(o))
 			},
 			Setup: func(mgr ctrl.Manager) error {
-				if err := webhook.SetupWebhooks(mgr, webhook.Options{}); err != nil {
+				if err := webhook.SetupWebhooks(mgr, webhook.Options{Checks: controller.AdmissionChecks()}); err != nil {
 					return err
 				}
 				return p.Add(mgr)

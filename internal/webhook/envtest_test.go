@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/controller"
 	"github.com/journeyops/journey-operator/internal/revision"
 	"github.com/journeyops/journey-operator/internal/testenv"
 	"github.com/journeyops/journey-operator/internal/webhook"
@@ -58,7 +59,7 @@ func setup(env *testenv.Environment) error {
 	mgr, err := env.RunManager(testenv.ManagerOptions{
 		Webhooks: true,
 		Setup: func(mgr ctrl.Manager) error {
-			return webhook.SetupWebhooks(mgr, webhook.Options{Clock: clocktesting.NewFakePassiveClock(now)})
+			return webhook.SetupWebhooks(mgr, webhook.Options{Clock: clocktesting.NewFakePassiveClock(now), Checks: controller.AdmissionChecks()})
 		},
 	})
 	if err != nil {

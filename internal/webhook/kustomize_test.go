@@ -58,11 +58,12 @@ func TestDefaultKustomizationServesTheWebhook(t *testing.T) {
 	if svc.GetNamespace() != nsName {
 		t.Errorf("webhook Service in namespace %q, want %q", svc.GetNamespace(), nsName)
 	}
-	// Each webhook: its path and failure policy (the outcomes bound fails open).
+	// Each webhook: its path and failure policy (the outcomes bound and the Journey and
+	// Pathway checks fail open).
 	type hook struct{ path, policy string }
 	for kind, want := range map[string][]hook{
 		"MutatingWebhookConfiguration/journey-operator-mutating-webhook-configuration":     {{webhook.MutatePath, "Fail"}},
-		"ValidatingWebhookConfiguration/journey-operator-validating-webhook-configuration": {{webhook.ValidatePath, "Fail"}, {webhook.OutcomesPath, "Ignore"}},
+		"ValidatingWebhookConfiguration/journey-operator-validating-webhook-configuration": {{webhook.JourneyPath, "Ignore"}, {webhook.PathwayPath, "Ignore"}, {webhook.ValidatePath, "Fail"}, {webhook.OutcomesPath, "Ignore"}},
 	} {
 		wh := get(kind)
 		if got := wh.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != nsName+"/journey-operator-serving-cert" {

@@ -263,7 +263,7 @@ func TestWebhookPointsAtTheService(t *testing.T) {
 					}
 				}
 				path := fmt.Sprint(ref["path"])
-				if !slices.Contains([]string{webhook.MutatePath, webhook.ValidatePath, webhook.OutcomesPath}, path) {
+				if !slices.Contains([]string{webhook.MutatePath, webhook.ValidatePath, webhook.OutcomesPath, webhook.JourneyPath, webhook.PathwayPath}, path) {
 					t.Errorf("%s: webhook path %s is not served by the manager", name, path)
 				}
 				if want := map[string]any{provided: "Q0E="}[in.cert]; cc["caBundle"] != want {

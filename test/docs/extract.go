@@ -6,6 +6,7 @@
 package docs
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -117,9 +118,15 @@ type Command struct {
 	Output string
 }
 
-// ExpectsError reports whether the shown output is an error (kubectl and the plugin
-// print "error: ..." and exit 1).
-func (c Command) ExpectsError() bool { return strings.HasPrefix(c.Output, "error:") }
+// ExpectsError reports whether the shown output is an error: kubectl and the plugin
+// print "error: ..." and exit 1, and kubectl prints an object the API server or an
+// admission webhook refused as invalid as `The Kind "name" is invalid: ...`.
+func (c Command) ExpectsError() bool {
+	return strings.HasPrefix(c.Output, "error:") || refusedAsInvalid.MatchString(c.Output)
+}
+
+// refusedAsInvalid is how kubectl starts the message of a refusal with reason Invalid.
+var refusedAsInvalid = regexp.MustCompile(`^The [A-Z][A-Za-z]* "[^"]+" is invalid: `)
 
 // Commands splits a console block into its commands.
 func (b Block) Commands() []Command {

@@ -60,4 +60,13 @@ func TestExtract(t *testing.T) {
 	if cmds[0].ExpectsError() || !cmds[1].ExpectsError() {
 		t.Errorf("ExpectsError: only the second command shows an error")
 	}
+	for out, want := range map[string]bool{
+		"The Journey \"front-desk\" is invalid: spec: Invalid value: transition vip: ...\n": true,
+		"journey.flow.journey.dev/front-desk configured\n":                                  false,
+		"Journey \"x\" is invalid: it says so in its Ready condition\n":                     false,
+	} {
+		if got := (Command{Output: out}).ExpectsError(); got != want {
+			t.Errorf("ExpectsError of %q = %v, want %v", out, got, want)
+		}
+	}
 }

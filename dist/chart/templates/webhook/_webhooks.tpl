@@ -44,6 +44,58 @@
     service:
       name: '{{ include "journey-operator.fullname" . }}-webhook-service'
       namespace: '{{ include "journey-operator.namespace" . }}'
+      path: /validate-flow-journey-dev-v1alpha1-journey
+  failurePolicy: Ignore
+  matchConditions:
+  - expression: request.operation == 'CREATE' || object.spec != oldObject.spec
+    name: spec-changed
+  name: vjourney-v1alpha1.flow.journey.dev
+  rules:
+  - apiGroups:
+    - flow.journey.dev
+    apiVersions:
+    - v1alpha1
+    operations:
+    - CREATE
+    - UPDATE
+    resources:
+    - journeys
+  sideEffects: None
+  timeoutSeconds: 10
+- {{- include "journey-operator.webhookNamespaceSelector" . | nindent 2 }}
+  admissionReviewVersions:
+  - v1
+  clientConfig:
+    {{- include "journey-operator.webhookCABundle" . | nindent 4 }}
+    service:
+      name: '{{ include "journey-operator.fullname" . }}-webhook-service'
+      namespace: '{{ include "journey-operator.namespace" . }}'
+      path: /validate-flow-journey-dev-v1alpha1-pathway
+  failurePolicy: Ignore
+  matchConditions:
+  - expression: request.operation == 'CREATE' || object.spec != oldObject.spec
+    name: spec-changed
+  name: vpathway-v1alpha1.flow.journey.dev
+  rules:
+  - apiGroups:
+    - flow.journey.dev
+    apiVersions:
+    - v1alpha1
+    operations:
+    - CREATE
+    - UPDATE
+    resources:
+    - pathways
+  sideEffects: None
+  timeoutSeconds: 10
+- {{- include "journey-operator.webhookNamespaceSelector" . | nindent 2 }}
+  admissionReviewVersions:
+  - v1
+  clientConfig:
+    {{- include "journey-operator.webhookCABundle" . | nindent 4 }}
+    service:
+      name: '{{ include "journey-operator.fullname" . }}-webhook-service'
+      namespace: '{{ include "journey-operator.namespace" . }}'
       path: /validate-flow-journey-dev-v1alpha1-session
   failurePolicy: Fail
   matchConditions:
