@@ -224,7 +224,7 @@ func auditedCluster(t *testing.T) (*testenv.Environment, string, string) {
 		if err := controller.Setup(mgr, controller.Options{Audit: &audit.Trail{Sink: sink}}); err != nil {
 			return err
 		}
-		return webhook.SetupWebhooks(mgr, webhook.Options{})
+		return webhook.SetupWebhooks(mgr, webhook.Options{Checks: controller.AdmissionChecks()})
 	}})
 	if err := mgr.WaitForWebhooks(20 * time.Second); err != nil {
 		t.Fatal(err)

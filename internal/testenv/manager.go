@@ -20,8 +20,8 @@ import (
 type ManagerOptions struct {
 	// Setup registers what the manager runs, for example
 	// controller.Setup(mgr, controller.Options{Agents: ...}) with an injected agent
-	// factory, or webhook.SetupWebhooks(mgr, webhook.Options{Clock: ...}) with an
-	// injected clock. The harness cannot call those itself: the controller package's own
+	// factory, or webhook.SetupWebhooks(mgr, webhook.Options{Clock: ..., Checks:
+	// controller.AdmissionChecks()}) with an injected clock. The harness cannot call those itself: the controller package's own
 	// tests use it.
 	Setup func(ctrl.Manager) error
 	// Namespaces restricts the manager's cache (and so what it reconciles) to these
