@@ -70,11 +70,21 @@ func (r *SessionReconciler) erase(ctx context.Context, s *flowv1.Session, now ti
 		if waiting && now.Sub(s.DeletionTimestamp.Time) < erasureWait {
 			return outcome{kind: requeue, after: erasureRetry}
 		}
-		rec := audit.ErasureOf(group, req, by, s.Annotations[flowv1.AnnotationForgetReason], now)
-		if err := r.Audit.Write(ctx, s, rec); err != nil {
-			return failed(err)
+		key := s.Namespace + "/" + req
+		if done, busy := r.erasures.LoadOrStore(key, false); busy {
+			if !done.(bool) {
+				// Another worker is writing the record: release after it has.
+				return outcome{kind: requeue, after: erasureRetry}
+			}
+		} else {
+			rec := audit.ErasureOf(group, req, by, s.Annotations[flowv1.AnnotationForgetReason], now)
+			if err := r.Audit.Write(ctx, s, rec); err != nil {
+				r.erasures.Delete(key)
+				return failed(err)
+			}
+			r.erasures.Store(key, true)
+			log.FromContext(ctx).Info("Wrote the erasure record", "session", klog.KObj(s), "request", req, "sessions", len(group))
 		}
-		log.FromContext(ctx).Info("Wrote the erasure record", "session", klog.KObj(s), "request", req, "sessions", len(group))
 	}
 	// The Session of the smallest UID, which names the record, goes last: a retry
 	// after a partial release writes a record with the same id.

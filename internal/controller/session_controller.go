@@ -55,6 +55,10 @@ const DefaultMaxConcurrentReconciles = 32
 // call, journals its answer in status and writes status at most once.
 type SessionReconciler struct {
 	client.Client
+	// erasures holds, per namespace/request, whether this manager has written the
+	// request's erasure record (true) or is writing it (false): the Sessions of one
+	// request are reconciled by several workers at once, and one record is enough.
+	erasures sync.Map
 	// APIReader reads Secrets without caching them (RBAC: get only), and a Journey
 	// revision the cache has not seen yet.
 	APIReader client.Reader
