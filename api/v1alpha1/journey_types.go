@@ -577,12 +577,13 @@ type LoopPrevention struct {
 
 // JourneyStatus is the observed state of a Journey.
 type JourneyStatus struct {
-	// conditions: Ready is True when the current generation (with the Pathways it
-	// references as they are now) is valid and serves new Sessions. When it is not,
-	// Ready is False with the problems in its message, Stalled (invalid) or
-	// Reconciling (a referenced Pathway does not exist) is True, and new Sessions
-	// still start on readyRevision, the message saying "serving R1; R2 is invalid:
-	// ..." (R1 the readyRevision, R2 the latestRevision).
+	// conditions: Ready is True when the current generation (with the
+	// Pathways it references as they are now) is valid and serves new
+	// Sessions. When it is not, Ready is False with the problems in its
+	// message, Stalled (invalid) or Reconciling (a referenced Pathway does
+	// not exist) is True, and new Sessions still start on readyRevision,
+	// the message saying "serving R1; R2 is invalid: ..." (R1 the
+	// readyRevision, R2 the latestRevision).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -590,17 +591,19 @@ type JourneyStatus struct {
 	// observedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// readyRevision is the ControllerRevision new Sessions start on and pin: the
-	// snapshot of the newest valid generation. An invalid edit, or a referenced
-	// Pathway deleted or made invalid later, leaves it where it was, so new Sessions
-	// keep starting on the last good revision. Empty until the Journey has been valid
-	// once: new Sessions wait (reason JourneyNotReady) until it is.
+	// readyRevision is the ControllerRevision new Sessions start on and pin:
+	// the snapshot of the newest valid generation. An invalid edit, or a
+	// referenced Pathway deleted or made invalid later, leaves it where it
+	// was, so new Sessions keep starting on the last good revision. Empty
+	// until the Journey has been valid once: new Sessions wait (reason
+	// JourneyNotReady) until it is.
 	// +optional
 	ReadyRevision string `json:"readyRevision,omitempty"`
-	// latestRevision names the snapshot of the current generation with the Pathways
-	// it references as they are now, valid or not. It equals readyRevision when the
-	// Journey is Ready; otherwise it is the revision the Ready condition says is
-	// invalid. Only valid snapshots are stored as ControllerRevisions.
+	// latestRevision names the snapshot of the current generation with the
+	// Pathways it references as they are now, valid or not. It equals
+	// readyRevision when the Journey is Ready; otherwise it is the revision
+	// the Ready condition says is invalid. Only valid snapshots are stored
+	// as ControllerRevisions.
 	// +optional
 	LatestRevision string `json:"latestRevision,omitempty"`
 	// pathways is how many pathways were resolved.

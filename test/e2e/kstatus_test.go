@@ -44,7 +44,7 @@ spec:
 
 	// Printer columns: where it is and whether it is OK, by default.
 	mustMatch(t, kubectl(t, "-n", ns, "get", "journeys", "one-step"),
-		`(?m)^NAME\s+ENTRY\s+PATHWAYS\s+READY\s+REASON\s+REVISION\s+AGE$`, `(?m)^one-step\s+only\s+1\s+True\s+Valid\s+one-step-\S+\s`)
+		`(?m)^NAME\s+ENTRY\s+PATHWAYS\s+READY\s+REASON\s+REVISION\s+LATEST\s+AGE$`, `(?m)^one-step\s+only\s+1\s+True\s+Valid\s+one-step-\S+\s`)
 	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
 kind: Session
 metadata: {name: held}
