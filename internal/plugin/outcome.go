@@ -141,19 +141,10 @@ func (oo *outcomeOptions) run(ctx context.Context, name string, iterationSet boo
 // the operator would discard it. When the Journey cannot be read there is nothing to
 // check against, and the outcome is sent.
 func knownPathway(ctx context.Context, c client.Client, s *flowv1alpha1.Session, pathway string) error {
-	var j flowv1alpha1.Journey
-	if err := c.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.JourneyRef.Name}, &j); err != nil {
-		return nil
+	if err := journeyHasPathway(ctx, c, s, pathway); err != nil {
+		return fmt.Errorf("--%w; the operator would discard the outcome", err)
 	}
-	names := make([]string, 0, len(j.Spec.Pathways))
-	for _, p := range j.Spec.Pathways {
-		if string(p.Name) == pathway {
-			return nil
-		}
-		names = append(names, string(p.Name))
-	}
-	return fmt.Errorf("--pathway %q is not a pathway of journey %q (it has %s); the operator would discard the outcome",
-		pathway, j.Name, strings.Join(names, ", "))
+	return nil
 }
 
 // nextAttempt is the attempt of a new outcome for pathway and iteration: one more than
