@@ -149,3 +149,38 @@ const (
 	// counts as processed, and status.lastTurn keeps why.
 	ReasonInterventionRefused = "InterventionRefused"
 )
+
+// WaitingForBudget: a Session's next call does not fit in a Budget that
+// selects it (only while true): the message names the Budget, what the call
+// could cost and what is left. The call is not made; the Session goes on by
+// itself when the Budget's window rolls over or its limit is raised. Ready is
+// False with the same reason while it waits.
+const (
+	ConditionWaitingForBudget = "WaitingForBudget"
+
+	// ReasonBudgetExhausted: a Budget has no room for the Session's next call.
+	ReasonBudgetExhausted = "BudgetExhausted"
+)
+
+// Budget conditions: Ready (the Budget is valid and its ledger counted),
+// SoftLimitReached (a limit is past spec.softLimitPercent) and Exhausted (a
+// call of a selected Session found no room in the current window).
+const (
+	ConditionSoftLimitReached = "SoftLimitReached"
+	ConditionExhausted        = "Exhausted"
+
+	// ReasonCounted: the Budget is valid and its ledger is counted.
+	ReasonCounted = "Counted"
+	// ReasonInvalidTimeZone: spec.timeZone is not a known IANA time zone.
+	ReasonInvalidTimeZone = "InvalidTimeZone"
+	// ReasonWithinLimits: the spend is below the soft limit, or every call
+	// found room.
+	ReasonWithinLimits = "WithinLimits"
+	// ReasonSoftLimitReached: a limit is past spec.softLimitPercent.
+	ReasonSoftLimitReached = "SoftLimitReached"
+	// ReasonCallsDenied: calls of selected Sessions found no room in the
+	// current window; they wait.
+	ReasonCallsDenied = "CallsDenied"
+	// ReasonDegraded: a call was made with the Budget's degradeTo agent.
+	ReasonDegraded = "Degraded"
+)

@@ -538,11 +538,11 @@ type Limits struct {
 	MaxTranscriptBytes *int32 `json:"maxTranscriptBytes,omitempty"`
 	// budget caps token usage and cost across all agent calls of a Session.
 	// +optional
-	Budget *Budget `json:"budget,omitempty"`
+	Budget *SessionBudget `json:"budget,omitempty"`
 }
 
-// Budget caps token usage, cost and tool calls.
-type Budget struct {
+// SessionBudget caps a Session's token usage, cost and tool calls.
+type SessionBudget struct {
 	// maxTokens caps prompt plus completion tokens.
 	// +optional
 	// +kubebuilder:validation:Minimum=1

@@ -188,7 +188,7 @@ type SessionLimits struct {
 	MaxTransitions int32 `json:"maxTransitions,omitempty"`
 	// budget replaces the Journey's budget fields that it sets.
 	// +optional
-	Budget *Budget `json:"budget,omitempty"`
+	Budget *SessionBudget `json:"budget,omitempty"`
 }
 
 // JourneyReference names a Journey in the same namespace.
@@ -479,6 +479,15 @@ type SessionStatus struct {
 	// usage sums token usage and cost of all agent calls.
 	// +optional
 	Usage Usage `json:"usage,omitzero"`
+	// budgets is what the Session spent in each Budget that selects it, in
+	// that Budget's current window: written in the same status write as the
+	// answers that spent it, so a Budget's spend is the sum of these entries
+	// and nothing is counted twice, across manager restarts too.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Budgets []BudgetCharge `json:"budgets,omitempty"`
 	// toolCache holds the results of tools with cache Session, reused for
 	// identical calls.
 	// +optional
@@ -1148,6 +1157,30 @@ type Usage struct {
 	// or answered from the Session's tool cache do not count.
 	// +optional
 	ToolCalls int64 `json:"toolCalls,omitempty"`
+}
+
+// BudgetCharge is what a Session spent in one Budget's window.
+type BudgetCharge struct {
+	// name of the Budget.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// windowStart is the start of the Budget window the spend counts in.
+	// +required
+	WindowStart metav1.Time `json:"windowStart"`
+	// costUSD the Session's answered calls cost in that window, in US
+	// dollars, a decimal string.
+	// +optional
+	CostUSD string `json:"costUSD,omitempty"`
+	// tokens they used, prompt plus completion.
+	// +optional
+	Tokens int64 `json:"tokens,omitempty"`
+	// toolCalls the Session made in that window.
+	// +optional
+	ToolCalls int64 `json:"toolCalls,omitempty"`
+	// modelCalls the Session made in that window.
+	// +optional
+	ModelCalls int64 `json:"modelCalls,omitempty"`
 }
 
 // +kubebuilder:object:root=true

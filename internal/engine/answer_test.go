@@ -270,7 +270,7 @@ func TestBudgetStallAnswersAndTakesItBack(t *testing.T) {
 	if lt := s.st.LastTurn; lt.AssistantText != defaultReplies[flowv1.FinishBudgetExceeded] || s.st.Turn == nil {
 		t.Fatalf("stalled turn %s", dump(lt))
 	}
-	s.spec.Limits = &flowv1.SessionLimits{Budget: &flowv1.Budget{MaxCostUSD: "5"}}
+	s.spec.Limits = &flowv1.SessionLimits{Budget: &flowv1.SessionBudget{MaxCostUSD: "5"}}
 	s.settle()
 	if lt := s.st.LastTurn; replies(lt) != "chat: re: again\n" || lt.FinishReason != flowv1.FinishSuccess {
 		t.Fatalf("resumed turn %s", dump(lt))

@@ -15,7 +15,7 @@ func budgeted(maxCost flowv1.Decimal) def {
 	return conversation(func(j *flowv1.JourneySpec) {
 		j.Agents = []flowv1.AgentSpec{{Name: "bot", Provider: flowv1.ProviderOpenAI, Model: "m", MaxTokens: &maxTokens,
 			Pricing: &flowv1.Pricing{PromptPerMTok: "100", CompletionPerMTok: "1000"}}}
-		j.Limits.Budget = &flowv1.Budget{MaxCostUSD: maxCost}
+		j.Limits.Budget = &flowv1.SessionBudget{MaxCostUSD: maxCost}
 	})
 }
 
@@ -36,7 +36,7 @@ func TestBudgetOverrideResumes(t *testing.T) {
 	stalled := s.st.DeepCopy()
 
 	// An override that does not lift the cap changes nothing.
-	s.spec.Limits = &flowv1.SessionLimits{Budget: &flowv1.Budget{MaxCostUSD: "1.0"}}
+	s.spec.Limits = &flowv1.SessionLimits{Budget: &flowv1.SessionBudget{MaxCostUSD: "1.0"}}
 	s.settle()
 	if s.stalled() != flowv1.ReasonBudgetExceeded || s.st.Step != stalled.Step || l.calls[flowv1.EffectRunPathway] != 2 {
 		t.Fatalf("an override at the same cap moved the session: stalled %q step %d -> %d", s.stalled(), stalled.Step, s.st.Step)

@@ -53,6 +53,10 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 		slices.EqualFunc(a.Transcript, b.Transcript, exchangeEqual) &&
 		a.TranscriptDropped == b.TranscriptDropped &&
 		a.Usage == b.Usage &&
+		slices.EqualFunc(a.Budgets, b.Budgets, func(x, y flowv1.BudgetCharge) bool {
+			return x.Name == y.Name && x.WindowStart.Equal(&y.WindowStart) && x.CostUSD == y.CostUSD &&
+				x.Tokens == y.Tokens && x.ToolCalls == y.ToolCalls && x.ModelCalls == y.ModelCalls
+		}) &&
 		slices.EqualFunc(a.ToolCache, b.ToolCache, func(x, y flowv1.ToolCacheEntry) bool {
 			return x.Tool == y.Tool && x.ArgsDigest == y.ArgsDigest && jsonEqual(x.Result, y.Result)
 		}) &&

@@ -397,7 +397,7 @@ func mergeLimits(a, b *flowv1.SessionLimits) *flowv1.SessionLimits {
 	out.MaxTransitions = cmp.Or(b.MaxTransitions, out.MaxTransitions)
 	if bb := b.Budget; bb != nil {
 		if out.Budget == nil {
-			out.Budget = &flowv1.Budget{}
+			out.Budget = &flowv1.SessionBudget{}
 		}
 		out.Budget.MaxTokens = cmp.Or(bb.MaxTokens, out.Budget.MaxTokens)
 		out.Budget.MaxCostUSD = cmp.Or(bb.MaxCostUSD, out.Budget.MaxCostUSD)

@@ -63,7 +63,7 @@ func TestCaps(t *testing.T) {
 		s := newSession(t, conversation(func(j *flowv1.JourneySpec) {
 			j.Agents = []flowv1.AgentSpec{{Name: "bot", Provider: flowv1.ProviderOpenAI, Model: "m", MaxTokens: &maxTokens,
 				Pricing: &flowv1.Pricing{PromptPerMTok: "100", CompletionPerMTok: "1000"}}}
-			j.Limits.Budget = &flowv1.Budget{MaxCostUSD: "2.0", MaxTokens: 100000}
+			j.Limits.Budget = &flowv1.SessionBudget{MaxCostUSD: "2.0", MaxTokens: 100000}
 		}))
 		l := &llm{usage: agent.Usage{PromptTokens: 1000, CompletionTokens: 200, CostUSD: 0.9},
 			pathway: func(agent.PathwayRequest) (agent.PathwayResponse, error) {

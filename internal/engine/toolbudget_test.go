@@ -11,7 +11,7 @@ import (
 // toolBudget caps the Session's tool calls at n.
 func toolBudget(n int64) func(*flowv1.JourneySpec, *flowv1.PathwaySpec) {
 	return func(j *flowv1.JourneySpec, _ *flowv1.PathwaySpec) {
-		j.Limits.Budget = &flowv1.Budget{MaxToolCalls: n}
+		j.Limits.Budget = &flowv1.SessionBudget{MaxToolCalls: n}
 	}
 }
 
@@ -36,7 +36,7 @@ func TestToolCallBudgetStallsAndOverrideResumes(t *testing.T) {
 		t.Fatalf("turn calls %s: book_slot should wait, pending", dump(calls))
 	}
 
-	s.spec.Limits = &flowv1.SessionLimits{Budget: &flowv1.Budget{MaxToolCalls: 2}}
+	s.spec.Limits = &flowv1.SessionLimits{Budget: &flowv1.SessionBudget{MaxToolCalls: 2}}
 	s.settle()
 	if len(s.effects) != 2 || s.effects[1].Tool.Tool != "book_slot" || s.effects[1].Tool.IdempotencyKey != calls[1].IdempotencyKey {
 		t.Fatalf("after raising the cap, effects %s", dump(s.effects))
@@ -98,7 +98,7 @@ func TestReActToolCallBudget(t *testing.T) {
 	if toolEffects(s) != 1 || s.stalled() != flowv1.ReasonBudgetExceeded || s.st.Usage.ToolCalls != 1 || l.calls[flowv1.EffectRunPathway] != 1 {
 		t.Fatalf("tool calls %d, stalled %q, usage %+v, model asked %d times", toolEffects(s), s.stalled(), s.st.Usage, l.calls[flowv1.EffectRunPathway])
 	}
-	s.spec.Limits = &flowv1.SessionLimits{Budget: &flowv1.Budget{MaxToolCalls: 2}}
+	s.spec.Limits = &flowv1.SessionLimits{Budget: &flowv1.SessionBudget{MaxToolCalls: 2}}
 	s.settle()
 	if toolEffects(s) != 2 || s.stalled() != "" || s.st.Usage.ToolCalls != 2 || l.calls[flowv1.EffectRunPathway] != 2 {
 		t.Fatalf("after the override: tool calls %d, stalled %q, usage %+v, model asked %d times", toolEffects(s), s.stalled(), s.st.Usage, l.calls[flowv1.EffectRunPathway])

@@ -491,7 +491,7 @@ func (lf *limitFlags) limits(fs *pflag.FlagSet) (*flowv1alpha1.SessionLimits, er
 		}
 		l.MaxTransitions, set = lf.maxTransitions, true
 	}
-	budget := &flowv1alpha1.Budget{}
+	budget := &flowv1alpha1.SessionBudget{}
 	if fs.Changed("max-tokens") {
 		if lf.maxTokens < 1 {
 			return nil, fmt.Errorf("--max-tokens must be 1 or more, got %d", lf.maxTokens)
@@ -542,7 +542,7 @@ func limitsPatch(cur, l *flowv1alpha1.SessionLimits) (map[string]any, []string) 
 	}
 	curBudget := cur.Budget
 	if curBudget == nil {
-		curBudget = &flowv1alpha1.Budget{}
+		curBudget = &flowv1alpha1.SessionBudget{}
 	}
 	patch := map[string]any{}
 	var changes []string

@@ -37,7 +37,7 @@ func pricedChat(t *testing.T, ns string, cs *testenv.ChatServer, maxCost flowv1.
 			Agents: []flowv1.AgentSpec{{Name: "bot", Provider: flowv1.ProviderOpenAI, Model: "test-model", BaseURL: cs.BaseURL(),
 				APIKeySecretRef: &flowv1.SecretKeyRef{Name: "llm", Key: "apiKey"}, MaxTokens: ptr.To(int32(50)),
 				Pricing: &flowv1.Pricing{PromptPerMTok: "1000", CompletionPerMTok: "10000"}}},
-			Limits: flowv1.Limits{Budget: &flowv1.Budget{MaxCostUSD: maxCost}},
+			Limits: flowv1.Limits{Budget: &flowv1.SessionBudget{MaxCostUSD: maxCost}},
 		}},
 	}
 	for _, o := range objs {
@@ -122,9 +122,9 @@ func TestBudgetStallAndOverride(t *testing.T) {
 		t.Errorf("Stalled message %q does not say why", c.Message)
 	}
 
-	err := setLimits(ns, "patient", &flowv1.SessionLimits{Budget: &flowv1.Budget{MaxCostUSD: "1.5"}})
+	err := setLimits(ns, "patient", &flowv1.SessionLimits{Budget: &flowv1.SessionBudget{MaxCostUSD: "1.5"}})
 	wantDenied(t, err, `Session "patient" has used USD 2`, "spec.limits.budget.maxCostUSD 1.5 is below that")
-	if err := setLimits(ns, "patient", &flowv1.SessionLimits{Budget: &flowv1.Budget{MaxCostUSD: "10"}}); err != nil {
+	if err := setLimits(ns, "patient", &flowv1.SessionLimits{Budget: &flowv1.SessionBudget{MaxCostUSD: "10"}}); err != nil {
 		t.Fatalf("raising the budget: %v", err)
 	}
 	testenv.Eventually(t, 30*time.Second, func() error {

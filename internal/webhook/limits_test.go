@@ -18,14 +18,14 @@ func TestCheckLimits(t *testing.T) {
 		want   []string
 	}{
 		{"unset", nil, nil},
-		{"at what was used", &flowv1.SessionLimits{MaxTurns: 4, Budget: &flowv1.Budget{MaxTokens: 1000, MaxCostUSD: "0.25"}}, nil},
-		{"raised", &flowv1.SessionLimits{MaxTurns: 40, Budget: &flowv1.Budget{MaxTokens: 5000, MaxCostUSD: "3"}}, nil},
+		{"at what was used", &flowv1.SessionLimits{MaxTurns: 4, Budget: &flowv1.SessionBudget{MaxTokens: 1000, MaxCostUSD: "0.25"}}, nil},
+		{"raised", &flowv1.SessionLimits{MaxTurns: 40, Budget: &flowv1.SessionBudget{MaxTokens: 5000, MaxCostUSD: "3"}}, nil},
 		{"turns below", &flowv1.SessionLimits{MaxTurns: 3}, []string{`Session "patient" has used 4 turns`, "spec.limits.maxTurns 3 is below that"}},
-		{"tokens below", &flowv1.SessionLimits{Budget: &flowv1.Budget{MaxTokens: 999}}, []string{"has used 1000 tokens", "spec.limits.budget.maxTokens 999"}},
-		{"cost below", &flowv1.SessionLimits{Budget: &flowv1.Budget{MaxCostUSD: "0.2"}}, []string{"has used USD 0.25", "spec.limits.budget.maxCostUSD 0.2"}},
-		{"tool calls at what was used", &flowv1.SessionLimits{Budget: &flowv1.Budget{MaxToolCalls: 3}}, nil},
-		{"tool calls below", &flowv1.SessionLimits{Budget: &flowv1.Budget{MaxToolCalls: 2}}, []string{"has used 3 tool calls", "spec.limits.budget.maxToolCalls 2"}},
-		{"cost not a number", &flowv1.SessionLimits{Budget: &flowv1.Budget{MaxCostUSD: "lots"}}, []string{"not a decimal"}},
+		{"tokens below", &flowv1.SessionLimits{Budget: &flowv1.SessionBudget{MaxTokens: 999}}, []string{"has used 1000 tokens", "spec.limits.budget.maxTokens 999"}},
+		{"cost below", &flowv1.SessionLimits{Budget: &flowv1.SessionBudget{MaxCostUSD: "0.2"}}, []string{"has used USD 0.25", "spec.limits.budget.maxCostUSD 0.2"}},
+		{"tool calls at what was used", &flowv1.SessionLimits{Budget: &flowv1.SessionBudget{MaxToolCalls: 3}}, nil},
+		{"tool calls below", &flowv1.SessionLimits{Budget: &flowv1.SessionBudget{MaxToolCalls: 2}}, []string{"has used 3 tool calls", "spec.limits.budget.maxToolCalls 2"}},
+		{"cost not a number", &flowv1.SessionLimits{Budget: &flowv1.SessionBudget{MaxCostUSD: "lots"}}, []string{"not a decimal"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := old.DeepCopy()

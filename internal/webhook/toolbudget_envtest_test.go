@@ -36,7 +36,7 @@ func TestToolCallBudgetStallAndOverride(t *testing.T) {
 	})
 	p, j := testenv.ClinicBooking(ns, srv.URL)
 	p.Spec.Builtin.Reply = "Booked {{ .tools.book_slot.booking_id }}"
-	j.Spec.Limits = flowv1.Limits{Budget: &flowv1.Budget{MaxToolCalls: 1}}
+	j.Spec.Limits = flowv1.Limits{Budget: &flowv1.SessionBudget{MaxToolCalls: 1}}
 	objs := []client.Object{
 		p, j,
 		&flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "patient"}, Spec: flowv1.SessionSpec{
@@ -68,7 +68,7 @@ func TestToolCallBudgetStallAndOverride(t *testing.T) {
 		t.Errorf("Stalled message %q does not say why", c.Message)
 	}
 
-	if err := setLimits(ns, "patient", &flowv1.SessionLimits{Budget: &flowv1.Budget{MaxToolCalls: 2}}); err != nil {
+	if err := setLimits(ns, "patient", &flowv1.SessionLimits{Budget: &flowv1.SessionBudget{MaxToolCalls: 2}}); err != nil {
 		t.Fatalf("raising maxToolCalls: %v", err)
 	}
 	testenv.Eventually(t, 60*time.Second, func() error {

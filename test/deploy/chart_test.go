@@ -125,7 +125,7 @@ func TestValuesSchemaRefusesWrongValues(t *testing.T) {
 // in both modes; config/default installs the same CRDs.
 func TestChartIsConfig(t *testing.T) {
 	crds := fromFile(t, "config/crd/bases/flow.journey.dev_journeys.yaml")
-	for _, f := range []string{"flow.journey.dev_pathways.yaml", "flow.journey.dev_sessions.yaml"} {
+	for _, f := range []string{"flow.journey.dev_pathways.yaml", "flow.journey.dev_sessions.yaml", "flow.journey.dev_budgets.yaml"} {
 		crds.objs = append(crds.objs, fromFile(t, "config/crd/bases/"+f).objs...)
 	}
 	role := fromFile(t, "config/rbac/role.yaml").objs[0]

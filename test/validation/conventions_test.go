@@ -48,7 +48,7 @@ func TestAPIConventions(t *testing.T) {
 			}
 		}
 	}
-	// Spec types: everything reachable from the three specs.
+	// Spec types: everything reachable from the specs.
 	var visit func(string)
 	visit = func(name string) {
 		if specTypes[name] {
@@ -61,7 +61,7 @@ func TestAPIConventions(t *testing.T) {
 			}
 		}
 	}
-	for _, root := range []string{"JourneySpec", "PathwaySpec", "SessionSpec"} {
+	for _, root := range []string{"JourneySpec", "PathwaySpec", "SessionSpec", "BudgetSpec"} {
 		visit(root)
 	}
 

@@ -25,6 +25,7 @@ func manifest(kind, spec string) string {
 func journey(spec string) string { return manifest("Journey", spec) }
 func pathway(spec string) string { return manifest("Pathway", spec) }
 func session(spec string) string { return manifest("Session", spec) }
+func budget(spec string) string  { return manifest("Budget", spec) }
 
 // journeyBase is a valid Journey spec with pathways a and b.
 const journeyBase = `entryPathway: a
@@ -344,6 +345,23 @@ var rejectCases = []rejectCase{
 	{name: "cancel removed", obj: session(sessionBase + "cancel: true"),
 		patch: `[{"op":"remove","path":"/spec/cancel"}]`,
 		field: "spec.cancel", msg: "cancel cannot be unset"},
+	// Budget.
+	{name: "budget without limits", obj: budget("limits: {}"),
+		field: "spec.limits", msg: "set at least one of limits.costUSD, limits.tokens, limits.toolCalls and limits.modelCalls"},
+	{name: "budget of no dollars", obj: budget("limits: {costUSD: '0.00'}"),
+		field: "spec.limits.costUSD", msg: "costUSD must be more than 0"},
+	{name: "budget window unknown", obj: budget("window: Week\nlimits: {tokens: 10}"),
+		field: "spec.window", msg: "window must be Day, Month or a duration of at least 1m"},
+	{name: "budget window too short", obj: budget("window: 30s\nlimits: {tokens: 10}"),
+		field: "spec.window", msg: "window must be Day, Month or a duration of at least 1m"},
+	{name: "budget Degrade without an agent", obj: budget("onExhausted: Degrade\nlimits: {tokens: 10}"),
+		field: "spec", msg: "onExhausted Degrade needs degradeTo.agent"},
+	{name: "budget degradeTo without Degrade", obj: budget("degradeTo: {agent: small}\nlimits: {tokens: 10}"),
+		field: "spec", msg: "degradeTo is only used with onExhausted: Degrade"},
+	{name: "budget time zone on a duration window", obj: budget("window: 1h\ntimeZone: Europe/Berlin\nlimits: {tokens: 10}"),
+		field: "spec", msg: "timeZone applies to the Day and Month windows only"},
+	{name: "budget soft limit over 100", obj: budget("softLimitPercent: 120\nlimits: {tokens: 10}"),
+		field: "spec.softLimitPercent", msg: "should be less than or equal to 100"},
 }
 
 func TestRejected(t *testing.T) {
@@ -450,6 +468,15 @@ transitions:
 	{name: "threshold below the default autoAdvance", obj: pathway(decision("confidenceThresholds: {requireApproval: '0.8'}"))},
 	{name: "External pathway", obj: pathway("executor: External\naccumulate: [plan]\ntransitions:\n  onSuccess: {to: generate}")},
 	{name: "session", obj: session(sessionBase)},
+	{name: "budget with every field", obj: budget(`selector: {journeys: [healthcare-referral], matchLabels: {team: care}}
+window: Month
+timeZone: Europe/Berlin
+limits: {costUSD: '50.00', tokens: 5000000, toolCalls: 20000, modelCalls: 10000}
+softLimitPercent: 80
+onExhausted: Degrade
+degradeTo: {agent: small}
+`)},
+	{name: "budget of an hour", obj: budget("window: 1h30m\nlimits: {costUSD: '0.05'}")},
 	{name: "message appended", obj: session(sessionBase),
 		patch: `[{"op":"add","path":"/spec/messages/-","value":{"id":"m3","text":"Book the Tuesday slot"}}]`},
 	{name: "first message added", obj: session("journeyRef: {name: j}"),
