@@ -61,6 +61,10 @@ const (
 	MaxTurnRepliesBytes = 1536
 	// MaxTurnReplyBytes is where a reply's text in lastTurn.replies is cut.
 	MaxTurnReplyBytes = 1024
+	// MaxToolResultBytes bounds a tool call's result as the Session stores it (its
+	// JSON): a longer result is cut, and kept as a JSON string that ends with a note
+	// saying how long it was.
+	MaxToolResultBytes = 4096
 	// FixedBytes covers what does not grow with the conversation: metadata and managed
 	// fields, conditions, counters, the last decision.
 	FixedBytes = 16384

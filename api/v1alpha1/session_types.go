@@ -416,6 +416,11 @@ type SessionStatus struct {
 	// turn is the turn in progress, when it waits on an agent between steps.
 	// +optional
 	Turn *TurnProgress `json:"turn,omitempty"`
+	// toolProgress is the last progress the server of the tool call in flight
+	// reported, written at most every few seconds while the call runs and
+	// removed once its answer is written.
+	// +optional
+	ToolProgress *ToolProgress `json:"toolProgress,omitempty"`
 	// lastDecision is the most recent transition decision.
 	// +optional
 	LastDecision *DecisionRecord `json:"lastDecision,omitempty"`

@@ -28,6 +28,23 @@ type ToolRequest struct {
 	// Pathway is the pathway whose turn makes the call: its retry limit and timeout
 	// bound the call.
 	Pathway string `json:"pathway,omitempty"`
+	// Hooks answer what the server asks of its client during the call; nil
+	// answers nothing (no progress is reported, sampling is refused).
+	Hooks *ToolHooks `json:"-"`
+}
+
+// ToolHooks are how a tool call answers what its server sends during the call.
+type ToolHooks struct {
+	// Progress, when set, is told the server's progress notifications.
+	Progress func(ToolProgress)
+}
+
+// ToolProgress is a progress notification of a call in flight.
+type ToolProgress struct {
+	// Progress is how far the call has come, Total where it is done (0: unknown).
+	Progress, Total float64
+	// Message is what the server says about it.
+	Message string
 }
 
 // ToolResponse is a tool's answer.

@@ -68,6 +68,9 @@ type SessionReconciler struct {
 	// Tools makes tool calls; nil means a tools.Caller reading Secrets with APIReader.
 	Tools step.ToolCaller
 	Clock clock.PassiveClock
+	// ToolProgressInterval is how often, at most, the progress of a tool call in
+	// flight is written (default DefaultToolProgressInterval).
+	ToolProgressInterval time.Duration
 	// Advance is how Running Sessions get their next step (default watch).
 	Advance AdvanceMode
 	// MaxConcurrentReconciles bounds parallel steps (default DefaultMaxConcurrentReconciles).

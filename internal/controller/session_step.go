@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,6 +47,9 @@ type sessionStep struct {
 	then outcome
 	// trace records the step's span once its status is written (nil: not traced).
 	trace *tracing.Step
+	// progress is the tool progress the step wrote while a call ran (nil: none): the
+	// status the step's write starts from holds it.
+	progress *flowv1.ToolProgress
 	// deadline is the earliest time the Session times out without input
 	// (limits.sessionTimeout, or limits.idleTimeout while it waits for input); zero
 	// when the step did not run.
@@ -81,18 +85,21 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 	if err != nil {
 		return sessionStep{then: failed(err)}
 	}
-	loop := step.Loop{Performer: r.performer(s.Namespace, s.Spec.JourneyRef.Name), StallRetry: terminalRetry, MoreSteps: moreSteps}
+	progress := &progressWriter{client: r.Client, key: client.ObjectKeyFromObject(s), step: s.Status.Step, clock: r.Clock,
+		interval: cmp.Or(r.ToolProgressInterval, DefaultToolProgressInterval)}
+	loop := step.Loop{Performer: r.performer(s.Namespace, s.Spec.JourneyRef.Name, progress), StallRetry: terminalRetry, MoreSteps: moreSteps}
 	ctx, tr := r.Tracing.Begin(ctx, s)
 	res, err := loop.Step(ctx, snap, step.InputOf(s, now))
 	if err != nil {
-		return sessionStep{then: failed(err)}
+		return sessionStep{then: failed(err), progress: progress.progress()}
 	}
 	if tr != nil {
 		block, _ := engine.Blocked(res.Status)
 		tr.Result(tracing.Result{Status: res.Status, Changed: res.Outcome != step.Unchanged, Outcome: string(res.Outcome),
 			Effect: effectKind(res.Effect), Err: res.Err, Events: tracing.EventsOf(engine.Events(&s.Status, res.Status)), Block: block})
 	}
-	st := sessionStep{status: res.Status, step: res.Outcome, trace: tr, deadline: snap.NextDeadline(&s.Spec, res.Status, s.CreationTimestamp.Time)}
+	st := sessionStep{status: res.Status, step: res.Outcome, trace: tr, deadline: snap.NextDeadline(&s.Spec, res.Status, s.CreationTimestamp.Time),
+		progress: progress.progress()}
 	switch res.Outcome {
 	case step.AgentRetry:
 		// Nothing is journaled: the next attempt repeats the same step.
@@ -113,6 +120,9 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 	}
 	if st.stall != "" {
 		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, st.stall, "Stall", "%s", st.message)
+	}
+	if st.progress != nil {
+		s.Status.ToolProgress = st.progress
 	}
 	if st.status == nil {
 		return st.then
@@ -278,8 +288,9 @@ func (r *SessionReconciler) emit(s *flowv1.Session, old, status *flowv1.SessionS
 // performer performs the effects of a Session of journey in namespace: agents built
 // by r.Agents with the Journey's current connection settings, tools called by r.Tools,
 // each call measured (and traced, for tools).
-func (r *SessionReconciler) performer(namespace, journey string) step.Performer {
+func (r *SessionReconciler) performer(namespace, journey string, progress *progressWriter) step.Performer {
 	return &step.Agents{
+		Progress:  progress.report,
 		Namespace: namespace, Factory: r.Agents, Secrets: r.APIReader, Tools: r.Tools,
 		Connect: func(ctx context.Context, spec flowv1.AgentSpec) flowv1.AgentSpec {
 			return r.connected(ctx, namespace, journey, spec)

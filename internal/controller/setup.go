@@ -3,6 +3,7 @@ package controller
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -41,6 +42,10 @@ type Options struct {
 	// Audit, when set, writes every Session's audit records, archives and
 	// erasure records to its sink (nil: none, and status.audit is never set).
 	Audit *audit.Trail
+
+	// ToolProgressInterval is how often, at most, the progress of a tool call in
+	// flight is written to its Session (0: DefaultToolProgressInterval).
+	ToolProgressInterval time.Duration
 
 	// sessionEvents, in tests, replaces the Session controller's Event writer.
 	sessionEvents events.EventRecorder
@@ -116,6 +121,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Shard:                   opts.ShardSelector,
 		Tracing:                 opts.Tracing,
 		Audit:                   opts.Audit,
+		ToolProgressInterval:    opts.ToolProgressInterval,
 	}).SetupWithManager(mgr)
 }
 

@@ -1,12 +1,15 @@
 package engine
 
 import (
+	"strconv"
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/agent"
+	"github.com/journeyops/journey-operator/internal/truncate"
 )
 
 // The Session status the step protocol writes outside a step: the journal of agent
@@ -38,9 +41,22 @@ func AppendJournal(status *flowv1.SessionStatus, rec *flowv1.EffectRecord, limit
 // the call (agentCondition).
 func Journal(status *flowv1.SessionStatus, rec *flowv1.EffectRecord, limit *int32, now time.Time) {
 	status.PendingEffect = rec
+	status.ToolProgress = nil // the call in flight, if any, is over
 	AppendJournal(status, status.PendingEffect, limit)
 	st, reason, msg := agentCondition(rec)
 	SetCondition(status, flowv1.ConditionAgentAvailable, st, reason, msg, now)
+}
+
+// ToolProgress is status.toolProgress for progress p of call, reported at now: what a
+// write made while the call runs shows. Progress and total are kept as decimals, the
+// message cut to its bound.
+func ToolProgress(call *agent.ToolRequest, p agent.ToolProgress, now time.Time) *flowv1.ToolProgress {
+	tp := &flowv1.ToolProgress{Call: call.ID, Tool: call.Tool, Progress: strconv.FormatFloat(p.Progress, 'f', -1, 64),
+		Message: truncate.Bytes(p.Message, 256, "…"), UpdatedAt: metav1.NewTime(now)}
+	if p.Total > 0 {
+		tp.Total = strconv.FormatFloat(p.Total, 'f', -1, 64)
+	}
+	return tp
 }
 
 // agentCondition is AgentAvailable after the call rec answers: True when the agent or
@@ -117,6 +133,7 @@ func Observe(status *flowv1.SessionStatus, generation int64) {
 // AgentUnavailable marks a Session whose agent failed transiently. A condition that
 // already says so is kept, so that failing again changes nothing.
 func AgentUnavailable(status *flowv1.SessionStatus, reason, msg string, now time.Time) {
+	status.ToolProgress = nil // the call in flight failed
 	if c := apimeta.FindStatusCondition(status.Conditions, flowv1.ConditionAgentAvailable); c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason {
 		return
 	}

@@ -33,6 +33,7 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 		limitsEqual(a.InterventionLimits, b.InterventionLimits) &&
 		timeEqual(a.SessionTimeoutFrom, b.SessionTimeoutFrom) &&
 		turnEqual(a.Turn, b.Turn) &&
+		toolProgressEqual(a.ToolProgress, b.ToolProgress) &&
 		decisionEqual(a.LastDecision, b.LastDecision) &&
 		effectEqual(a.PendingEffect, b.PendingEffect) &&
 		retryEqual(a.AgentRetry, b.AgentRetry) &&
@@ -72,6 +73,14 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 		timeEqual(a.LastActivityTime, b.LastActivityTime) &&
 		(a.TraceContext == nil) == (b.TraceContext == nil) && (a.TraceContext == nil || *a.TraceContext == *b.TraceContext) &&
 		(a.Audit == nil) == (b.Audit == nil) && (a.Audit == nil || *a.Audit == *b.Audit)
+}
+
+func toolProgressEqual(a, b *flowv1.ToolProgress) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Call == b.Call && a.Tool == b.Tool && a.Progress == b.Progress && a.Total == b.Total && a.Message == b.Message &&
+		a.UpdatedAt.Equal(&b.UpdatedAt)
 }
 
 func jsonEqual(a, b *apiextensionsv1.JSON) bool {

@@ -138,9 +138,29 @@ func (e *Effect) recordTool(rec *flowv1.EffectRecord, resp any, err error) *flow
 	case r.Error != "":
 		res.Failure = &flowv1.Failure{Source: flowv1.FailureTool, Component: e.Tool.Tool, Kind: flowv1.FailureException, Message: truncate.Bytes(r.Error, 1024, "")}
 	default:
-		res.ToolResult = &apiextensionsv1.JSON{Raw: encodeJSON(r.Result)}
+		res.ToolResult = &apiextensionsv1.JSON{Raw: cutToolResult(encodeJSON(r.Result), flowv1.MaxToolResultBytes)}
 	}
 	return rec
+}
+
+// cutToolResult is a tool's result (its JSON) as the Session stores it: raw when it
+// fits in limit bytes, else its first bytes as a JSON string ending with a note that
+// says it was cut, within limit bytes. The model and the pathway's outputs get the
+// same cut result.
+func cutToolResult(raw []byte, limit int) []byte {
+	if len(raw) <= limit {
+		return raw
+	}
+	note := fmt.Sprintf(" … [cut: the tool's result was %d bytes of JSON, over the limit of %d; this is its beginning]", len(raw), limit)
+	keep := limit - len(note) - 2
+	for keep > 0 {
+		out := encodeJSON(truncate.Bytes(string(raw), keep, "") + note)
+		if len(out) <= limit {
+			return out
+		}
+		keep -= len(out) - limit
+	}
+	return encodeJSON(strings.TrimSpace(note))
 }
 
 // argsDigest is the SHA-256 (hex) of the canonical JSON of args.

@@ -49,6 +49,9 @@ type Agents struct {
 	// Around, when set, wraps every call (metrics, traces): it must call call once and
 	// return what it returned.
 	Around func(ctx context.Context, eff *engine.Effect, call func(context.Context) (any, error)) (any, error)
+	// Progress, when set, is told the progress notifications of a server's tool
+	// call in flight (see engine.ToolProgress).
+	Progress func(eff *engine.Effect, p agent.ToolProgress)
 }
 
 // Perform performs eff. An agent's or tool's error is the answer's, never Perform's.
@@ -69,7 +72,9 @@ func (a *Agents) call(ctx context.Context, eff *engine.Effect) (any, error) {
 		if eff.Tool.Server == nil {
 			return Call(ctx, nil, eff) // builtin: computed, it is pure
 		}
-		return a.Tools.CallTool(ctx, a.Namespace, *eff.Tool)
+		req := *eff.Tool
+		req.Hooks = a.hooks(eff)
+		return a.Tools.CallTool(ctx, a.Namespace, req)
 	}
 	agents := make([]agent.Agent, 0, len(eff.Agents))
 	for _, spec := range eff.Agents {
@@ -86,4 +91,13 @@ func (a *Agents) call(ctx context.Context, eff *engine.Effect) (any, error) {
 		return nil, &agent.Error{Class: agent.Terminal, Kind: flowv1.FailureValidation, Source: flowv1.FailureSystem, Err: errors.New("effect names no agent")}
 	}
 	return Call(ctx, agents, eff)
+}
+
+// hooks answer what the server of eff's tool call sends during the call.
+func (a *Agents) hooks(eff *engine.Effect) *agent.ToolHooks {
+	h := &agent.ToolHooks{}
+	if a.Progress != nil {
+		h.Progress = func(p agent.ToolProgress) { a.Progress(eff, p) }
+	}
+	return h
 }

@@ -53,16 +53,21 @@ func (c *Caller) CallTool(ctx context.Context, namespace string, req agent.ToolR
 			Err: fmt.Errorf("tool %s names no server", req.Tool)}
 	}
 	start := time.Now()
-	session, err := c.connect(ctx, namespace, req.Server, req.IdempotencyKey)
+	session, err := c.connect(ctx, namespace, req.Server, req.IdempotencyKey, clientOptions(req.Hooks))
 	if err != nil {
 		return agent.ToolResponse{}, err
 	}
 	defer func() { _ = session.Close() }()
-	res, err := session.CallTool(ctx, &mcp.CallToolParams{
+	params := &mcp.CallToolParams{
 		Meta:      mcp.Meta{IdempotencyKeyMeta: req.IdempotencyKey},
 		Name:      req.ServerTool,
 		Arguments: req.Args,
-	})
+	}
+	if req.Hooks != nil && req.Hooks.Progress != nil {
+		// The server may report progress against the call's key.
+		params.SetProgressToken(req.IdempotencyKey)
+	}
+	res, err := session.CallTool(ctx, params)
 	if err != nil {
 		return agent.ToolResponse{}, transient(req.Tool, fmt.Errorf("calling tool %s on server %s: %w", req.ServerTool, req.Server.Name, err))
 	}
@@ -80,7 +85,7 @@ func (c *Caller) CallTool(ctx context.Context, namespace string, req agent.ToolR
 
 // List lists the tools of server (MCP tools/list, every page).
 func (c *Caller) List(ctx context.Context, namespace string, server *flowv1.ToolServer) ([]*mcp.Tool, error) {
-	session, err := c.connect(ctx, namespace, server, "")
+	session, err := c.connect(ctx, namespace, server, "", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +102,7 @@ func (c *Caller) List(ctx context.Context, namespace string, server *flowv1.Tool
 
 // connect opens an MCP session with server, sending its headers and, when set, key
 // as the Idempotency-Key header on every request.
-func (c *Caller) connect(ctx context.Context, namespace string, server *flowv1.ToolServer, key string) (*mcp.ClientSession, error) {
+func (c *Caller) connect(ctx context.Context, namespace string, server *flowv1.ToolServer, key string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
 	headers, err := c.headers(ctx, namespace, server)
 	if err != nil {
 		return nil, err
@@ -121,12 +126,28 @@ func (c *Caller) connect(ctx context.Context, namespace string, server *flowv1.T
 		MaxRetries:           -1,
 		DisableStandaloneSSE: true,
 	}
-	cl := mcp.NewClient(&mcp.Implementation{Name: "journey-operator", Version: "v1alpha1"}, nil)
+	cl := mcp.NewClient(&mcp.Implementation{Name: "journey-operator", Version: "v1alpha1"}, opts)
 	session, err := cl.Connect(ctx, transport, nil)
 	if err != nil {
 		return nil, transient(string(server.Name), fmt.Errorf("connecting to tool server %s: %w", server.Name, err))
 	}
 	return session, nil
+}
+
+// clientOptions are the options of the client that makes a call with hooks: the
+// handlers of what the server may send during the call.
+func clientOptions(hooks *agent.ToolHooks) *mcp.ClientOptions {
+	if hooks == nil {
+		return nil
+	}
+	opts := &mcp.ClientOptions{}
+	if hooks.Progress != nil {
+		opts.ProgressNotificationHandler = func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			p := req.Params
+			hooks.Progress(agent.ToolProgress{Progress: p.Progress, Total: p.Total, Message: p.Message})
+		}
+	}
+	return opts
 }
 
 // headers resolves server's headers, reading Secret values now: never cached, never
