@@ -1,6 +1,7 @@
 package webhook_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -11,12 +12,15 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/controller"
 	"github.com/journeyops/journey-operator/internal/engine"
+	"github.com/journeyops/journey-operator/internal/plugin"
 	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
@@ -115,9 +119,9 @@ func stopped(t *testing.T, s *flowv1.Session, want string) *flowv1.Session {
 }
 
 // TestResumeAnswersTheNextMessage: the real controllers and webhooks. A Session stuck
-// on loop prevention, the retry limit, the idle timeout or a failure gets a Resume
-// appended by alice with a JSON patch; the intervention carries her name, and the
-// Session answers the next message.
+// on loop prevention, the retry limit, the idle timeout or a failure is resumed by
+// alice with `kubectl journey resume`, the command its Stalled condition names; the
+// intervention carries her name, and the Session answers the next message.
 func TestResumeAnswersTheNextMessage(t *testing.T) {
 	ns := testEnv.Namespace(t)
 	// alice edits journeys in this namespace too.
@@ -132,6 +136,7 @@ func TestResumeAnswersTheNextMessage(t *testing.T) {
 		Namespaces: []string{ns},
 		Setup:      func(mgr ctrl.Manager) error { return controller.Setup(mgr, controller.Options{}) },
 	})
+	aliceConfig := testEnv.Kubeconfig(t, envtest.User{Name: "alice"})
 	reply := func(next string, mod func(*flowv1.PathwaySpec)) flowv1.PathwaySpec {
 		p := flowv1.PathwaySpec{Next: flowv1.Name(next), Builtin: &flowv1.BuiltinPathway{Reply: "noted"}}
 		if mod != nil {
@@ -183,8 +188,14 @@ func TestResumeAnswersTheNextMessage(t *testing.T) {
 			if cond == nil || !strings.Contains(cond.Message, "kubectl journey resume "+c.journey) {
 				t.Errorf("Stalled %+v does not name the command that gets the session going", cond)
 			}
-			if err := intervene("alice", s, `{"id":"i-1","action":"Resume","reason":"checked by hand"}`); err != nil {
-				t.Fatalf("alice resuming: %v", err)
+			var out, errOut bytes.Buffer
+			cmd := plugin.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+			cmd.SetArgs([]string{"resume", s.Name, "-n", ns, "--reason", "checked by hand", "--kubeconfig", aliceConfig})
+			if err := cmd.ExecuteContext(context.Background()); err != nil {
+				t.Fatalf("kubectl journey resume as alice: %v: %s", err, errOut.String())
+			}
+			if want := "intervention i-1 (Resume) sent to session/" + s.Name + "\n"; out.String() != want {
+				t.Errorf("kubectl journey resume printed %q, want %q", out.String(), want)
 			}
 			sent := int32(len(c.messages)) + 1
 			sendMessages(t, s, "hello again")
@@ -197,8 +208,8 @@ func TestResumeAnswersTheNextMessage(t *testing.T) {
 				if cur.Status.ProcessedMessages != sent || lt == nil || lt.MessageID != fmt.Sprintf("m%d", sent) || lt.FinishReason != flowv1.FinishSuccess {
 					return fmt.Errorf("phase %s, processed %d, last turn %+v", cur.Status.Phase, cur.Status.ProcessedMessages, lt)
 				}
-				if iv := cur.Spec.Interventions[0]; iv.By != "alice" {
-					return fmt.Errorf("intervention by %q, want alice", iv.By)
+				if iv := cur.Spec.Interventions[0]; iv.By != "alice" || iv.Action != flowv1.InterventionResume || iv.Reason != "checked by hand" {
+					return fmt.Errorf("intervention %+v, want a Resume by alice with her reason", iv)
 				}
 				if cur.Status.ProcessedInterventions != 1 {
 					return fmt.Errorf("processedInterventions %d", cur.Status.ProcessedInterventions)
