@@ -702,6 +702,20 @@ type Exchange struct {
 	// the conversation as what happened, but pathway agents no longer see it.
 	// +optional
 	Rewound bool `json:"rewound,omitempty"`
+	// outcome is the External outcome that started this turn, as it was
+	// sent, kept after it leaves spec.outcomes so that the Session can still
+	// be recorded and replayed (pathway agents do not see it).
+	// +optional
+	Outcome *ExternalOutcome `json:"outcome,omitempty"`
+	// approval is the approval this exchange records, as it was sent (an
+	// approval exchange has no message and no reply), kept after it leaves
+	// spec.approvals so that the Session can still be recorded and replayed.
+	// +optional
+	Approval *Approval `json:"approval,omitempty"`
+	// inputNumber is the position, from 1, of outcome among every External
+	// outcome the Session was sent, or of approval among every approval.
+	// +optional
+	InputNumber int32 `json:"inputNumber,omitempty"`
 }
 
 // ExchangeToolCall is a tool call of a past turn as the conversation

@@ -112,6 +112,13 @@ func (x *Redactor) archive(a *Archive) {
 		for j := range e.ToolCalls {
 			e.ToolCalls[j].Args, e.ToolCalls[j].Result = x.text(e.ToolCalls[j].Args), x.text(e.ToolCalls[j].Result)
 		}
+		if o := e.Outcome; o != nil {
+			o.Message = x.text(o.Message)
+			x.ext(o.Data)
+		}
+		if a := e.Approval; a != nil {
+			a.Reason = x.text(a.Reason)
+		}
 	}
 	for i := range a.Journal {
 		res := &a.Journal[i].Result

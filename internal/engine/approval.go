@@ -24,6 +24,7 @@ func (r *run) approvalsPending() bool {
 func (r *run) approval() {
 	st := r.st
 	a := r.nextApproval()
+	defer r.recordApproval(a, st.ProcessedApprovals, st.CurrentPathway)
 	var prevOutputs map[string]any
 	if st.LastTurn != nil && st.LastTurn.Outputs != nil {
 		prevOutputs, _ = decodeJSON(st.LastTurn.Outputs)

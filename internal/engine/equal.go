@@ -113,7 +113,24 @@ func turnEqual(a, b *flowv1.TurnProgress) bool {
 
 func exchangeEqual(a, b flowv1.Exchange) bool {
 	return a.MessageID == b.MessageID && a.Pathway == b.Pathway && a.User == b.User && a.Assistant == b.Assistant &&
-		slices.Equal(a.ToolCalls, b.ToolCalls) && a.ToolCallsOmitted == b.ToolCallsOmitted && a.Step == b.Step && a.Rewound == b.Rewound
+		slices.Equal(a.ToolCalls, b.ToolCalls) && a.ToolCallsOmitted == b.ToolCallsOmitted && a.Step == b.Step && a.Rewound == b.Rewound &&
+		a.InputNumber == b.InputNumber && externalOutcomeEqual(a.Outcome, b.Outcome) && approvalEqual(a.Approval, b.Approval)
+}
+
+func externalOutcomeEqual(a, b *flowv1.ExternalOutcome) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Pathway == b.Pathway && a.Iteration == b.Iteration && a.Attempt == b.Attempt && a.ResultType == b.ResultType &&
+		a.Message == b.Message && jsonEqual(a.Data, b.Data)
+}
+
+func approvalEqual(a, b *flowv1.Approval) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.DecisionID == b.DecisionID && a.Approves() == b.Approves() && (a.Approve == nil) == (b.Approve == nil) &&
+		a.Destination == b.Destination && a.By == b.By && timeEqual(a.At, b.At) && a.Reason == b.Reason
 }
 
 func decisionEqual(a, b *flowv1.DecisionRecord) bool {

@@ -22,6 +22,10 @@ import (
 // too. At most MaxTranscriptExchanges are kept however small. The first drop sets the TranscriptTrimmed
 // condition, which stays: the conversation agents see is no longer the whole one.
 //
+// The transcript also keeps the inputs that left the spec without a message: each
+// External outcome with the exchange of the turn it started, and each approval in an
+// exchange of its own. Agents do not see them; record and replay send them again.
+//
 // A turn that called tools also keeps, in its exchange, each call with a short
 // preview of its arguments and of what came of it (the result, or why it failed or
 // was refused or rejected), so later turns know what was looked up or booked.
@@ -49,7 +53,8 @@ const (
 
 // recordExchange appends the pathway run that just ended, started by trigger, to the
 // transcript: its message (for a run the message started, not the entry runs it led
-// into), its tool calls and its reply. A run with none of them adds nothing.
+// into) or its External outcome, its tool calls and its reply. A run with none of
+// them adds nothing.
 func (r *run) recordExchange(trigger flowv1.TurnTrigger) {
 	lt := r.st.LastTurn
 	if lt == nil {
@@ -63,9 +68,29 @@ func (r *run) recordExchange(trigger flowv1.TurnTrigger) {
 	if r.st.Turn != nil {
 		ex.ToolCalls, ex.ToolCallsOmitted = exchangeToolCalls(r.st.Turn.ToolCalls)
 	}
-	if ex.User == "" && ex.Assistant == "" && len(ex.ToolCalls) == 0 {
+	if trigger == flowv1.TurnExternalOutcome {
+		// The outcome the turn applied (see startTurn). A client may have dropped it from
+		// spec.outcomes while the turn waited on an agent: then only its number is kept.
+		i := r.st.ProcessedOutcomes - 1
+		ex.InputNumber = i + 1
+		if o, ok := r.spec.OutcomeAt(i); ok {
+			ex.Outcome = o.DeepCopy()
+		}
+	}
+	if ex.User == "" && ex.Assistant == "" && len(ex.ToolCalls) == 0 && ex.InputNumber == 0 {
 		return
 	}
+	r.appendExchange(ex)
+}
+
+// recordApproval appends approval a, the n-th the Session was sent, to the transcript
+// as it was sent, with the pathway that waited on it, whether it applied or was
+// denied: record and replay send it again.
+func (r *run) recordApproval(a flowv1.Approval, n int32, pathway string) {
+	r.appendExchange(flowv1.Exchange{Pathway: pathway, Step: r.step, Approval: a.DeepCopy(), InputNumber: n})
+}
+
+func (r *run) appendExchange(ex flowv1.Exchange) {
 	r.st.Transcript = append(r.st.Transcript, ex)
 	r.trimTranscript()
 }

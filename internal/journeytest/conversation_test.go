@@ -20,17 +20,28 @@ func dropProcessed(t *testing.T, s *flowv1.Session, n int32) {
 	s.Spec.MessagesDropped += n
 }
 
+// dropInputs drops every processed External outcome and approval from the front of
+// s's spec, as kubectl journey outcome and approve do.
+func dropInputs(s *flowv1.Session) {
+	n := s.DroppableOutcomes() - s.Spec.OutcomesDropped
+	s.Spec.Outcomes, s.Spec.OutcomesDropped = s.Spec.Outcomes[n:], s.Spec.OutcomesDropped+n
+	n = s.DroppableApprovals() - s.Spec.ApprovalsDropped
+	s.Spec.Approvals, s.Spec.ApprovalsDropped = s.Spec.Approvals[n:], s.Spec.ApprovalsDropped+n
+}
+
 // TestRecordAndReplayFromTheTranscript: Sessions whose processed messages left
-// spec.messages (kubectl journey say drops them) are recorded and replayed from
-// status.transcript: the recorded test sends every message, passes, and the replay
-// finds no divergence. Among them a Session that called builtin tools and one that
-// called server tools.
+// spec.messages (kubectl journey say drops them), and whose processed outcomes and
+// approvals left theirs (kubectl journey outcome and approve drop them), are
+// recorded and replayed from status.transcript: the recorded test sends every
+// message, outcome and approval, passes, and the replay finds no divergence. Among
+// them a Session that called builtin tools, one that called server tools, a review
+// loop driven by outcomes and a plan approved by a person.
 func TestRecordAndReplayFromTheTranscript(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(testsDir(), "*.yaml"))
 	files = append(files, filepath.Join("testdata", "builtin-tools.yaml"), filepath.Join("testdata", "server-tools.yaml"), filepath.Join("testdata", "llm-answers.yaml"))
 	for _, f := range files {
 		s, rev := liveObjects(t, load(t, f))
-		all := s.Spec.Messages
+		all, outcomes, approvals := s.Spec.Messages, s.Spec.Outcomes, s.Spec.Approvals
 		for _, keep := range []int32{0, 1} {
 			n := int32(len(all)) - keep
 			if n <= 0 {
@@ -39,6 +50,10 @@ func TestRecordAndReplayFromTheTranscript(t *testing.T) {
 			t.Run(filepath.Base(f)+"/"+map[int32]string{0: "all dropped", 1: "the last kept"}[keep], func(t *testing.T) {
 				s := s.DeepCopy()
 				dropProcessed(t, s, n)
+				dropInputs(s)
+				if s.Spec.OutcomesDropped != int32(len(outcomes)) || s.Spec.ApprovalsDropped != int32(len(approvals)) {
+					t.Fatalf("dropped %d of %d outcomes and %d of %d approvals: all are processed", s.Spec.OutcomesDropped, len(outcomes), s.Spec.ApprovalsDropped, len(approvals))
+				}
 				l := fetch(t, s, rev.DeepCopy())
 				c, notes, r := recordAndRun(t, l)
 				if len(notes) > 0 || r.Failed() {
@@ -46,9 +61,30 @@ func TestRecordAndReplayFromTheTranscript(t *testing.T) {
 					t.Fatalf("recorded test: notes %q: %s\n%s", notes, r.Error(), raw)
 				}
 				var sent []string
+				var sentOutcomes []OutcomeInput
+				var sentApprovals []ApprovalInput
 				for _, st := range c.Steps {
 					if st.Message != nil {
 						sent = append(sent, st.Message.Text)
+					}
+					if st.Outcome != nil {
+						sentOutcomes = append(sentOutcomes, *st.Outcome)
+					}
+					if st.Approval != nil {
+						sentApprovals = append(sentApprovals, *st.Approval)
+					}
+				}
+				if len(sentOutcomes) != len(outcomes) || len(sentApprovals) != len(approvals) {
+					t.Fatalf("the recorded test sends %d outcomes and %d approvals, the Session got %d and %d", len(sentOutcomes), len(sentApprovals), len(outcomes), len(approvals))
+				}
+				for i, o := range outcomes {
+					if got := sentOutcomes[i]; got.Pathway != string(o.Pathway) || got.Iteration != o.Iteration || got.ResultType != o.ResultType {
+						t.Fatalf("outcome %d: the recorded test sends %+v, the Session got %+v", i+1, got, o)
+					}
+				}
+				for i, a := range approvals {
+					if got := sentApprovals[i]; got.Approve == nil || *got.Approve != a.Approves() || got.By != a.By || got.Reason != a.Reason {
+						t.Fatalf("approval %d: the recorded test sends %+v, the Session got %+v", i+1, got, a)
 					}
 				}
 				if len(sent) != len(all) {
@@ -115,7 +151,7 @@ func TestTrimmedTranscript(t *testing.T) {
 		{name: "one lost, none held", keep: 4, trim: 2,
 			want: "session hc-patient-12345 cannot be replayed from its start: it no longer holds message 1 of its 5: it left spec.messages (spec.messagesDropped is 1) and status.transcript, which dropped its 2 oldest exchanges to stay under limits.maxTranscriptBytes (of the dropped messages it holds none of them)"},
 		{name: "outcomes and approvals", outcomes: 2, apprs: 1, keep: 5,
-			want: "session hc-patient-12345 cannot be replayed from its start: it no longer holds External outcomes 1 to 2: they left spec.outcomes (spec.outcomesDropped is 2) and status keeps no copy of an outcome's data; nor approval 1: it left spec.approvals (spec.approvalsDropped is 1) and status keeps no copy of an approval"},
+			want: "session hc-patient-12345 cannot be replayed from its start: it no longer holds External outcomes 1 to 2: they left spec.outcomes (spec.outcomesDropped is 2) and status.transcript does not hold them; nor approval 1: it left spec.approvals (spec.approvalsDropped is 1) and status.transcript does not hold it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := s.DeepCopy()

@@ -115,11 +115,11 @@ revision the Session is pinned to as inline manifests, its messages, outcomes an
 approvals as steps, and what the Session did as expectations.
 
 The conversation is read from status.transcript, which keeps each message with its
-reply, so the messages kubectl journey say dropped from spec.messages are recorded too;
-spec.messages gives the ones still pending. When the transcript dropped the exchanges
-of messages that also left spec.messages (it keeps the newest within
-limits.maxTranscriptBytes), or processed outcomes or approvals left the spec, the
-Session can no longer be replayed from its start: record refuses, naming what is lost.
+reply, and each External outcome and approval as it was sent, so what kubectl journey
+say, outcome and approve dropped from the spec is recorded too; the spec gives the ones
+still pending. When the transcript dropped the exchanges of inputs that also left the
+spec (it keeps the newest within limits.maxTranscriptBytes), the Session can no longer
+be replayed from its start: record refuses, naming what is lost.
 
 LLM and server tool answers are recorded from the Session's journal (status.journal,
 the last limits.maxJournal answers); builtin tools are computed, so none is recorded
