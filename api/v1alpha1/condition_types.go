@@ -184,3 +184,11 @@ const (
 	// ReasonDegraded: a call was made with the Budget's degradeTo agent.
 	ReasonDegraded = "Degraded"
 )
+
+// Event reasons of what an agent learned about its endpoint.
+const (
+	// ReasonToolCallingPrompted: an openai agent with toolCalling Auto found
+	// that its endpoint refuses native tools, and offers them in the prompt
+	// from then on for that endpoint and model (said once per manager process).
+	ReasonToolCallingPrompted = "ToolCallingPrompted"
+)

@@ -201,9 +201,27 @@ const (
 	ResponseFormatPrompt ResponseFormat = "Prompt"
 )
 
+// ToolCalling is how an openai agent offers a pathway's tools to the model.
+// +kubebuilder:validation:Enum=Auto;Native;Prompted
+type ToolCalling string
+
+const (
+	// ToolCallingAuto offers the tools as native function tools and steps down
+	// to Prompted when the endpoint refuses them. What was learned is kept per
+	// endpoint and model for the life of the process.
+	ToolCallingAuto ToolCalling = "Auto"
+	// ToolCallingNative always offers the tools as native function tools; an
+	// endpoint that refuses them stalls the Session with its answer.
+	ToolCallingNative ToolCalling = "Native"
+	// ToolCallingPrompted describes the tools in the instructions and asks for
+	// the calls inside the JSON answer, in its tool_calls property.
+	ToolCallingPrompted ToolCalling = "Prompted"
+)
+
 // AgentSpec declares a named agent.
 // +kubebuilder:validation:XValidation:rule="self.provider == 'openai' || (!has(self.model) && !has(self.baseURL) && !has(self.apiKeySecretRef) && !has(self.temperature) && !has(self.pricing) && !has(self.maxRetries) && !has(self.maxTokens) && !has(self.responseFormat))",message="model, baseURL, apiKeySecretRef, temperature, pricing, maxRetries, maxTokens and responseFormat are only valid with provider openai"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'openai' || has(self.model)",fieldPath=".model",message="model is required with provider openai"
+// +kubebuilder:validation:XValidation:rule="self.provider == 'openai' || !has(self.toolCalling)",fieldPath=".toolCalling",message="toolCalling is only valid with provider openai"
 // +kubebuilder:validation:XValidation:rule="self.provider == 'builtin' || !has(self.builtin)",fieldPath=".builtin",message="builtin is only valid with provider builtin"
 type AgentSpec struct {
 	// name is the agent's name, referenced by pathways, decisions and
@@ -267,6 +285,17 @@ type AgentSpec struct {
 	// whatever the format. Unset means Auto.
 	// +optional
 	ResponseFormat ResponseFormat `json:"responseFormat,omitempty"`
+
+	// toolCalling is how the tools of a pathway are offered to the model: Auto
+	// (as native function tools, stepping down to Prompted when the endpoint
+	// refuses them: a vLLM server without --enable-auto-tool-choice, an Ollama
+	// model without tool support), Native, or Prompted (the tools described in
+	// the instructions, the calls asked for in the JSON answer). Whatever the
+	// mode, calls the model writes as text (Hermes <tool_call>, Mistral
+	// [TOOL_CALLS], a bare JSON call) are recognised, and every call goes
+	// through the same checks. Unset means Auto.
+	// +optional
+	ToolCalling ToolCalling `json:"toolCalling,omitempty"`
 
 	// maxTokens caps the tokens the model may generate in one answer, reasoning
 	// included; it bounds the cost and the time of a call. It is sent as

@@ -3,6 +3,7 @@ package testenv
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 )
 
 // ToolCall is one function call of an assistant message: in an answer (CallTools) or
@@ -65,12 +66,42 @@ func (r ChatRequest) toolMessages() toolMessages {
 	return m
 }
 
-// ToolResults are the request's tool messages, in order.
+// promptedResults is the caption of the user message in which an agent that offers
+// its tools in the prompt replays what came of a round of calls, as a JSON list.
+const promptedResults = "What came of your tool calls"
+
+// ToolResults are the request's tool messages, in order; for a request without tool
+// messages, the results an agent offering its tools in the prompt replays in user
+// messages (without a ToolCallID).
 func (r ChatRequest) ToolResults() []ToolResult {
 	var out []ToolResult
-	for _, m := range r.toolMessages().Messages {
+	msgs := r.toolMessages().Messages
+	for _, m := range msgs {
 		if m.Role == "tool" {
 			out = append(out, ToolResult{ToolCallID: m.ToolCallID, Content: m.Content})
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	for _, m := range msgs {
+		i := strings.Index(m.Content, promptedResults)
+		if m.Role != "user" || i < 0 {
+			continue
+		}
+		rest := m.Content[i:]
+		nl := strings.IndexByte(rest, '\n')
+		if nl < 0 {
+			continue
+		}
+		var results []struct {
+			Result string `json:"result"`
+		}
+		if json.NewDecoder(strings.NewReader(rest[nl+1:])).Decode(&results) != nil {
+			continue
+		}
+		for _, res := range results {
+			out = append(out, ToolResult{Content: res.Result})
 		}
 	}
 	return out

@@ -38,6 +38,8 @@ type failure struct {
 	// formatRefused reports that the endpoint said it does not support the response
 	// format asked for.
 	formatRefused bool
+	// toolsRefused reports that the endpoint said it does not take native tools.
+	toolsRefused bool
 }
 
 // classify turns a failed call into a classified failure whose text is scrubbed. ex
@@ -112,7 +114,7 @@ func (a *Agent) serverFailure(se serverError, h http.Header) failure {
 	if se.inBody {
 		err = fmt.Errorf("an error in a 200 answer: %s", a.scrub(se.describe()))
 	}
-	f := failure{sig: fmt.Sprint(se.status, "|", se.code, "|", se.message), formatRefused: se.refusesFormat()}
+	f := failure{sig: fmt.Sprint(se.status, "|", se.code, "|", se.message), formatRefused: se.refusesFormat(), toolsRefused: se.refusesTools()}
 	transient := func(kind flowv1.FailureKind) *agent.Error {
 		e := a.fail(agent.Transient, kind, flowv1.FailureLLM, err)
 		e.RetryAfter = retryAfter(h, a.opts.now())
@@ -144,7 +146,7 @@ func (a *Agent) serverFailure(se serverError, h http.Header) failure {
 		f.err = a.fail(agent.Terminal, flowv1.FailureException, flowv1.FailureLLM, err)
 	}
 	if f.err.Class == agent.Invalid {
-		f.formatRefused = false
+		f.formatRefused, f.toolsRefused = false, false
 	}
 	return f
 }

@@ -57,35 +57,38 @@ func rungOf(f flowv1.ResponseFormat) rung {
 	return rungSchema
 }
 
-// formatMemory is what Auto agents learned, per endpoint and model, for the life of
-// the process. Agents are built for each call, so it is package state; keys come from
-// Journey specs, and the memory is emptied if it ever grows past maxLearned.
-type formatMemory struct {
+// memory is what Auto agents learned of a ladder (the response format's, the tool
+// calling's), per endpoint and model, for the life of the process. Agents are built
+// for each call, so it is package state; keys come from Journey specs, and the memory
+// is emptied if it ever grows past maxLearned.
+type memory[R ~int] struct {
 	mu sync.Mutex
-	m  map[string]rung
+	m  map[string]R
 }
 
 const maxLearned = 1024
 
-var learned = &formatMemory{m: map[string]rung{}}
+var learned = &memory[rung]{m: map[string]rung{}}
 
-func (m *formatMemory) get(key string) rung {
+func (m *memory[R]) get(key string) R {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.m[key]
 }
 
-// lower records r for key unless a lower rung is already known.
-func (m *formatMemory) lower(key string, r rung) {
+// lower records r for key unless a lower rung is already known, and reports whether
+// it did.
+func (m *memory[R]) lower(key string, r R) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.m[key] >= r {
-		return
+		return false
 	}
 	if len(m.m) >= maxLearned {
 		clear(m.m)
 	}
 	m.m[key] = r
+	return true
 }
 
 // LearnedResponseFormat is the format Auto agents use for model at baseURL ("" for
@@ -108,7 +111,7 @@ var usageEstimated = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Answers without a usage block, whose tokens were estimated from their length, by endpoint host and model.",
 }, []string{"host", "model"})
 
-func init() { metrics.Registry.MustRegister(formatFallbacks, usageEstimated) }
+func init() { metrics.Registry.MustRegister(formatFallbacks, usageEstimated, toolFallbacks) }
 
 // host is the endpoint's host name for metrics and logs: never a path, user or query.
 func host(baseURL string) string {

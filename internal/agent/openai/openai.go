@@ -99,6 +99,7 @@ type Agent struct {
 	timeout         time.Duration
 	maxRetries      int
 	format          flowv1.ResponseFormat
+	toolCalling     flowv1.ToolCalling
 	maxTokens       int
 	// completionTokensField sends the cap as max_completion_tokens, not max_tokens.
 	completionTokensField bool
@@ -138,6 +139,7 @@ func New(spec flowv1.AgentSpec, apiKey string, opts ...Option) (*Agent, error) {
 		timeout:               DefaultTimeout,
 		maxRetries:            DefaultMaxRetries,
 		format:                spec.ResponseFormat,
+		toolCalling:           spec.ToolCalling,
 		maxTokens:             int(agent.MaxTokens(spec)),
 		completionTokensField: UsesMaxCompletionTokens(spec.BaseURL, spec.Model),
 		pricing:               spec.Pricing,
@@ -146,6 +148,9 @@ func New(spec flowv1.AgentSpec, apiKey string, opts ...Option) (*Agent, error) {
 	}
 	if a.format == "" {
 		a.format = flowv1.ResponseFormatAuto
+	}
+	if a.toolCalling == "" {
+		a.toolCalling = flowv1.ToolCallingAuto
 	}
 	if spec.Temperature != "" {
 		t, err := strconv.ParseFloat(string(spec.Temperature), 32)
@@ -190,8 +195,9 @@ func sleepContext(ctx context.Context, d time.Duration) error {
 }
 
 // completeLadder asks c, retrying transient failures and, for an Auto agent, stepping
-// down the response-format ladder when the endpoint refuses a format. On success the
-// response has at least one choice.
+// down the response-format ladder when the endpoint refuses a format. An endpoint
+// that refuses the native tools c offers ends the call with a toolsRefusedError (see
+// toolcalling.go). On success the response has at least one choice.
 func (a *Agent) completeLadder(ctx context.Context, c call) (goopenai.ChatCompletionResponse, error) {
 	r := rungOf(a.format)
 	if a.format == flowv1.ResponseFormatAuto {
@@ -206,6 +212,10 @@ func (a *Agent) completeLadder(ctx context.Context, c call) (goopenai.ChatComple
 		resp, f := a.try(ctx, a.request(c, r))
 		if f == nil {
 			return resp, nil
+		}
+		if f.toolsRefused && len(c.tools) > 0 {
+			// Not retried: the caller steps down the tool ladder, or stalls.
+			return resp, a.toolsRefused(f.err)
 		}
 		if f.formatRefused && a.format == flowv1.ResponseFormatAuto && r < rungPrompt {
 			r = a.stepDown(ctx, r, f.err.Err)

@@ -185,18 +185,19 @@ func (a *Agent) RunPathway(ctx context.Context, req agent.PathwayRequest) (agent
 	if req.Message != "" {
 		msgs = append(msgs, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleUser, Content: req.Message})
 	}
-	c := call{
-		system:     pathwaySystem(req.Pathway, a.instructions, sig),
-		messages:   msgs,
-		schemaName: "pathway_turn", schemaKey: fieldsKey(sig.Outputs),
-		build: func() object { return pathwaySchema(sig.Outputs) },
+	offered := len(req.ToolSpecs) > 0
+	mode := toolsNative
+	if offered {
+		mode = a.toolMode()
 	}
-	if len(req.ToolSpecs) > 0 {
-		c.system += toolsNotice
-		c.tools = functionTools(req.ToolSpecs)
-		c.messages = append(c.messages, toolMessages(req.ToolExchanges)...)
-	}
+	c := a.pathwayCall(req, sig, msgs, mode)
 	resp, err := a.complete(ctx, c)
+	var refused *toolsRefusedError
+	if err != nil && offered && mode == toolsNative && a.toolCalling == flowv1.ToolCallingAuto && errors.As(err, &refused) {
+		mode = a.stepDownTools(ctx, refused)
+		c = a.pathwayCall(req, sig, msgs, mode)
+		resp, err = a.complete(ctx, c)
+	}
 	usage := a.usage(resp, c)
 	if err != nil {
 		return agent.PathwayResponse{Usage: usage}, err
@@ -209,12 +210,63 @@ func (a *Agent) RunPathway(ctx context.Context, req agent.PathwayRequest) (agent
 	if err != nil {
 		return agent.PathwayResponse{Usage: usage}, err
 	}
-	out, err := parsePathway(content, sig.Outputs)
+	var out agent.PathwayResponse
+	if mode == toolsPrompted && offered {
+		var calls []agent.ToolCall
+		calls, out, err = parsePrompted(content, sig.Outputs)
+		if err == nil && len(calls) > 0 {
+			return agent.PathwayResponse{ToolCalls: calls, Reply: out.Reply, Usage: usage}, nil
+		}
+	} else {
+		out, err = parsePathway(content, sig.Outputs)
+	}
+	if err != nil && offered {
+		// Not the pathway's answer: calls written as text are calls.
+		if calls, text := textToolCalls(content, toolNames(req.ToolSpecs)); len(calls) > 0 {
+			return agent.PathwayResponse{ToolCalls: calls, Reply: text, Usage: usage}, nil
+		}
+	}
 	if err != nil {
 		return agent.PathwayResponse{Usage: usage}, a.invalid(flowv1.FailureValidation, err)
 	}
 	out.Usage = usage
 	return out, nil
+}
+
+// pathwayCall is the question of a pathway turn whose conversation is msgs, with the
+// turn's tools (if any) offered in mode and its tool exchanges replayed.
+func (a *Agent) pathwayCall(req agent.PathwayRequest, sig flowv1.Signature, msgs []goopenai.ChatCompletionMessage, mode toolMode) call {
+	c := call{
+		system:     pathwaySystem(req.Pathway, a.instructions, sig),
+		messages:   msgs,
+		schemaName: "pathway_turn", schemaKey: fieldsKey(sig.Outputs),
+		build: func() object { return pathwaySchema(sig.Outputs) },
+	}
+	if len(req.ToolSpecs) == 0 {
+		return c
+	}
+	switch mode {
+	case toolsPrompted:
+		names := toolNames(req.ToolSpecs)
+		c.system += promptedTools(req.ToolSpecs)
+		c.schemaKey += "\x00tools\x00" + enumKey(names)
+		c.build = func() object { return promptedPathwaySchema(sig.Outputs, names) }
+		c.messages = append(slices.Clip(msgs), promptedMessages(req.ToolExchanges)...)
+	default:
+		c.system += toolsNotice
+		c.tools = functionTools(req.ToolSpecs)
+		c.messages = append(slices.Clip(msgs), toolMessages(req.ToolExchanges)...)
+	}
+	return c
+}
+
+// toolNames are the names of the offered tools.
+func toolNames(specs []agent.ToolSpec) []string {
+	out := make([]string, len(specs))
+	for i, s := range specs {
+		out[i] = s.Name
+	}
+	return out
 }
 
 func pathwaySystem(pathway, role string, sig flowv1.Signature) string {

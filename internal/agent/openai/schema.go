@@ -156,6 +156,17 @@ var resultTypes = []string{
 // in that order. A signature without outputs has no outputs property: an object
 // without properties is refused by strict validators (Gemini's).
 func pathwaySchema(outputs []flowv1.SignatureField) object {
+	return strictObject(pathwayProperties(outputs))
+}
+
+// promptedPathwaySchema is the pathway schema with tool_calls first: the calls to make
+// before answering, in prompted tool mode.
+func promptedPathwaySchema(outputs []flowv1.SignatureField, tools []string) object {
+	return strictObject(append(object{{"tool_calls", toolCallsSchema(tools)}}, pathwayProperties(outputs)...))
+}
+
+// pathwayProperties are the pathway answer's properties, in order.
+func pathwayProperties(outputs []flowv1.SignatureField) object {
 	props := object{{"reply", object{{"type", "string"}, {"description", "What to tell the user."}}}}
 	if len(outputs) > 0 {
 		fields := make(object, 0, len(outputs))
@@ -168,7 +179,7 @@ func pathwaySchema(outputs []flowv1.SignatureField) object {
 		member{"outcome", object{{"type", "string"}, {"enum", resultTypes}, {"description", "How the turn went."}}},
 		member{"complete", object{{"type", "boolean"}, {"description", "false while more input from the user is needed."}}},
 	)
-	return strictObject(props)
+	return props
 }
 
 func fieldSchema(f flowv1.SignatureField) object {

@@ -171,6 +171,26 @@ func (se serverError) refusesFormat() bool {
 	return se.param == "response_format" || formatWords.MatchString(se.message)
 }
 
+var toolWords = regexp.MustCompile(`(?i)does not support tools|tool[- ]choice|tool use|tool calling|function calling|` +
+	`tools? param|enable-auto-tool-choice|tool-call-parser|'tools'|"tools"|\btools\b.*not supported|not support.*\btools\b`)
+
+// refusesTools reports an answer saying native tools are not supported: a client or
+// server error naming them. vLLM without --enable-auto-tool-choice answers 400
+// "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be
+// set";
+// Ollama 400 "<model> does not support tools"; llama.cpp without --jinja "tools param
+// requires --jinja flag"; OpenRouter 404 "No endpoints found that support tool use";
+// LiteLLM 400 "... does not support parameters: ['tools', ...]".
+func (se serverError) refusesTools() bool {
+	switch se.status {
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusUnprocessableEntity,
+		http.StatusInternalServerError, http.StatusNotImplemented:
+	default:
+		return false
+	}
+	return se.param == "tools" || se.param == "tool_choice" || toolWords.MatchString(se.message)
+}
+
 // scalar is a JSON string, number or boolean as text; "" for anything else.
 func scalar(v any) string {
 	switch x := v.(type) {
