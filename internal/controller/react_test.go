@@ -41,21 +41,24 @@ type reactModel struct {
 
 func newReactModel(t *testing.T, scripts map[string]modelScript) *reactModel {
 	m := &reactModel{scripts: scripts, requests: map[string][]testenv.ChatRequest{}}
-	m.ChatServer = testenv.NewChatServer(t, func(r testenv.ChatRequest) testenv.Reply {
-		name := ""
-		if sm := sessionName.FindStringSubmatch(r.User()); sm != nil {
-			name = sm[1]
-		}
-		m.mu.Lock()
-		m.requests[name] = append(m.requests[name], r)
-		script := m.scripts[name]
-		m.mu.Unlock()
-		if script == nil {
-			return testenv.APIError(500, "no script for session "+name, "test_error")
-		}
-		return script(r.ToolResults())
-	})
+	m.ChatServer = testenv.NewChatServer(t, m.scripted)
 	return m
+}
+
+// scripted answers r with the script of its Session.
+func (m *reactModel) scripted(r testenv.ChatRequest) testenv.Reply {
+	name := ""
+	if sm := sessionName.FindStringSubmatch(r.User()); sm != nil {
+		name = sm[1]
+	}
+	m.mu.Lock()
+	m.requests[name] = append(m.requests[name], r)
+	script := m.scripts[name]
+	m.mu.Unlock()
+	if script == nil {
+		return testenv.APIError(500, "no script for session "+name, "test_error")
+	}
+	return script(r.ToolResults())
 }
 
 // asked is what the model was asked for Session name, in order.

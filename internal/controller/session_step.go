@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,6 +56,27 @@ type sessionStep struct {
 	// (limits.sessionTimeout, or limits.idleTimeout while it waits for input); zero
 	// when the step did not run.
 	deadline time.Time
+	// notices are what the step's agents learned about their endpoints, each said
+	// once by the agent: Normal Events on the Session.
+	notices []agent.Notice
+}
+
+// noticeLog collects the notices of a step's agent calls.
+type noticeLog struct {
+	mu   sync.Mutex
+	list []agent.Notice
+}
+
+func (l *noticeLog) add(n agent.Notice) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.list = append(l.list, n)
+}
+
+func (l *noticeLog) all() []agent.Notice {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.list)
 }
 
 // step computes the Session's next status: the Journey revision it runs on (pinned at
@@ -89,9 +112,10 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 		interval: cmp.Or(r.ToolProgressInterval, DefaultToolProgressInterval)}
 	loop := step.Loop{Performer: r.performer(s.Namespace, s.Spec.JourneyRef.Name, progress), StallRetry: terminalRetry, MoreSteps: moreSteps}
 	ctx, tr := r.Tracing.Begin(ctx, s)
-	res, err := loop.Step(ctx, snap, step.InputOf(s, now))
+	notices := &noticeLog{}
+	res, err := loop.Step(agent.WithNotices(ctx, notices.add), snap, step.InputOf(s, now))
 	if err != nil {
-		return sessionStep{then: failed(err), progress: progress.progress()}
+		return sessionStep{then: failed(err), progress: progress.progress(), notices: notices.all()}
 	}
 	if tr != nil {
 		block, _ := engine.Blocked(res.Status)
@@ -99,7 +123,7 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 			Effect: effectKind(res.Effect), Err: res.Err, Events: tracing.EventsOf(engine.Events(&s.Status, res.Status)), Block: block})
 	}
 	st := sessionStep{status: res.Status, step: res.Outcome, trace: tr, deadline: snap.NextDeadline(&s.Spec, res.Status, s.CreationTimestamp.Time),
-		progress: progress.progress()}
+		progress: progress.progress(), notices: notices.all()}
 	switch res.Outcome {
 	case step.AgentRetry:
 		// Nothing is journaled: the next attempt repeats the same step.
@@ -117,6 +141,9 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 	journey := s.Spec.JourneyRef.Name
 	if st.step == step.AgentRetry || st.step == step.AgentStalled {
 		stepsTotal.WithLabelValues(journey, "error").Inc()
+	}
+	for _, n := range st.notices {
+		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, n.Reason, "Step", "%s", n.Message)
 	}
 	if st.stall != "" {
 		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, st.stall, "Stall", "%s", st.message)
