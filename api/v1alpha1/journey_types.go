@@ -18,6 +18,13 @@ type JourneySpec struct {
 	// +required
 	EntryPathway Name `json:"entryPathway"`
 
+	// description says what the journey does, for the people and agents that
+	// reach it from outside the cluster: the A2A gateway publishes it as the
+	// description of the journey's agent card.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Description string `json:"description,omitempty"`
+
 	// pathways maps local names to Pathway objects in the same namespace.
 	// +required
 	// +listType=map
