@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 // The per-server table of docs/llm-providers.md is generated from the replay and
@@ -31,45 +33,59 @@ type serverDoc struct {
 	format string
 	// settings is what a user sets, on the agent or on the server.
 	settings string
+	// tools is how the server takes tools (see toolcalling.go).
+	tools string
 }
 
 var serverDocs = []serverDoc{
 	{name: "OpenAI", baseURL: "", model: "gpt-4o-mini",
 		format:   "json_schema (models without structured outputs: json_object)",
-		settings: "`baseURL` unset. Leave `temperature` unset for reasoning models (o-series, gpt-5), which accept only the default."},
+		settings: "`baseURL` unset. Leave `temperature` unset for reasoning models (o-series, gpt-5), which accept only the default.",
+		tools:    "native"},
 	{name: "Azure OpenAI", baseURL: "https://my-resource.openai.azure.com/openai/v1", model: "my-deployment",
 		format:   "json_schema",
-		settings: "`baseURL` is the resource's v1 API, `https://<resource>.openai.azure.com/openai/v1` (no `api-version`); `model` is the deployment name; the resource key in the Secret."},
+		settings: "`baseURL` is the resource's v1 API, `https://<resource>.openai.azure.com/openai/v1` (no `api-version`); `model` is the deployment name; the resource key in the Secret.",
+		tools:    "native"},
 	{name: "vLLM", baseURL: "http://vllm.llm.svc:8000/v1", model: "Qwen/Qwen2.5-7B-Instruct",
 		format:   "json_schema (guided decoding)",
-		settings: "`model` is the served model name; `--max-model-len` must hold the prompt plus `maxTokens`; `--api-key` only if the Secret is set."},
+		settings: "`model` is the served model name; `--max-model-len` must hold the prompt plus `maxTokens`; `--api-key` only if the Secret is set.",
+		tools:    "native with `--enable-auto-tool-choice --tool-call-parser <parser>` (`hermes` for Qwen 2.5, `llama3_json`, `mistral`, ...); without them a request with tools is refused (400) and Auto offers them in the prompt; calls a parser missed come back as text, which is read"},
 	{name: "Ollama", baseURL: "http://ollama.default:11434/v1", model: "llama3.1:8b",
 		format:   "json_schema (Ollama 0.5 or later)",
-		settings: "A context length that holds the prompt: `OLLAMA_CONTEXT_LENGTH=8192` on the server, or `PARAMETER num_ctx 8192` in a Modelfile; the default silently drops the start of longer prompts. Pull the model first."},
+		settings: "A context length that holds the prompt: `OLLAMA_CONTEXT_LENGTH=8192` on the server, or `PARAMETER num_ctx 8192` in a Modelfile; the default silently drops the start of longer prompts. Pull the model first.",
+		tools:    "native on models whose template supports tools (the `tools` tag of the Ollama library: llama3.1, qwen2.5, mistral-nemo, ...); other models answer 400 `does not support tools`, and Auto offers the tools in the prompt"},
 	{name: "llama.cpp", baseURL: "http://llama.llm.svc:8080/v1", model: "any",
 		format:   "json_schema (older servers: json_object)",
-		settings: "`--ctx-size` that holds the prompt plus `maxTokens`; `--jinja` for the model's own chat template; `--api-key` only if the Secret is set."},
+		settings: "`--ctx-size` that holds the prompt plus `maxTokens`; `--jinja` for the model's own chat template; `--api-key` only if the Secret is set.",
+		tools:    "native with `--jinja` (the model's own chat template and call format); a server started without it refuses `tools` with an error naming `--jinja`, and Auto offers them in the prompt"},
 	{name: "LM Studio", baseURL: "http://lmstudio.local:1234/v1", model: "qwen2.5-7b-instruct",
 		format:   "json_schema; refuses json_object",
-		settings: "Keep `responseFormat` Auto or JSONSchema (never JSONObject); load the model or enable just-in-time loading."},
+		settings: "Keep `responseFormat` Auto or JSONSchema (never JSONObject); load the model or enable just-in-time loading.",
+		tools:    "native; models without native tool support get LM Studio's default tool prompt"},
 	{name: "LocalAI", baseURL: "http://localai.llm.svc:8080/v1", model: "the model's YAML name",
 		format:   "json_schema with the llama.cpp backend",
-		settings: "`model` is the name in the model's YAML; other backends may need `responseFormat: Prompt`."},
+		settings: "`model` is the name in the model's YAML; other backends may need `responseFormat: Prompt`.",
+		tools:    "native (function calling through grammars on the llama.cpp backend)"},
 	{name: "TGI", baseURL: "http://tgi.llm.svc/v1", model: "tgi",
 		format:   "json_schema in recent releases; older ones refuse both formats",
-		settings: "`--max-total-tokens` must hold the prompt plus `maxTokens`."},
+		settings: "`--max-total-tokens` must hold the prompt plus `maxTokens`.",
+		tools:    "native `tools` (grammar-constrained) in 2.0 and later"},
 	{name: "Groq", baseURL: "https://api.groq.com/openai/v1", model: "llama-3.1-8b-instant",
 		format:   "json_schema on models with structured outputs, json_object on the others",
-		settings: "A Groq API key in the Secret; a refused JSON generation (`json_validate_failed`) is an Invalid answer."},
+		settings: "A Groq API key in the Secret; a refused JSON generation (`json_validate_failed`) is an Invalid answer.",
+		tools:    "native on its models with tool use"},
 	{name: "OpenRouter", baseURL: "https://openrouter.ai/api/v1", model: "openai/gpt-4o-mini",
 		format:   "what the routed provider supports",
-		settings: "`model` with its provider prefix; errors during generation arrive in a 200 answer and are retried; a moderation refusal (403) is an Invalid answer."},
+		settings: "`model` with its provider prefix; errors during generation arrive in a 200 answer and are retried; a moderation refusal (403) is an Invalid answer.",
+		tools:    "native when a provider of the model takes tools; else 404 `No endpoints found that support tool use`, and Auto offers them in the prompt"},
 	{name: "LiteLLM", baseURL: "http://litellm.llm.svc:4000/v1", model: "my-model-alias",
 		format:   "what the backing model supports",
-		settings: "`litellm_settings: {drop_params: true}` in the proxy's config, or models without `response_format` refuse every call (Auto then steps down to the instructions); the proxy key in the Secret."},
+		settings: "`litellm_settings: {drop_params: true}` in the proxy's config, or models without `response_format` refuse every call (Auto then steps down to the instructions); the proxy key in the Secret.",
+		tools:    "what the backing model supports; a model without tools is refused (`UnsupportedParamsError`, and Auto offers them in the prompt) unless `drop_params` is set, which drops the tools silently: set `toolCalling: Prompted` for such a model"},
 	{name: "Gemini", baseURL: "https://generativelanguage.googleapis.com/v1beta/openai", model: "gemini-2.0-flash",
 		format:   "json_schema",
-		settings: "A Gemini API key in the Secret. Its schema validator refuses empty objects: none are sent."},
+		settings: "A Gemini API key in the Secret. Its schema validator refuses empty objects: none are sent.",
+		tools:    "native (function calling)"},
 }
 
 func capField(baseURL, model string) string {
@@ -84,8 +100,8 @@ func cell(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|"
 // renderTable is the generated per-server table.
 func renderTable() string {
 	var b strings.Builder
-	b.WriteString("| server | `baseURL` (example) | token cap sent as | response format | settings it needs | tested answers (class) |\n")
-	b.WriteString("|--------|---------------------|-------------------|-----------------|-------------------|------------------------|\n")
+	b.WriteString("| server | `baseURL` (example) | token cap sent as | response format | tool calling | settings it needs | tested answers (class) |\n")
+	b.WriteString("|--------|---------------------|-------------------|-----------------|--------------|-------------------|------------------------|\n")
 	for _, d := range serverDocs {
 		format := d.format
 		for _, lc := range ladderCases {
@@ -100,6 +116,10 @@ func renderTable() string {
 				}
 			}
 			format += "; tested: Auto sends " + strings.Join(steps, " → ")
+		}
+		tools := d.tools
+		if _, ok := testenv.ToolRefusals[d.name]; ok {
+			tools += "; tested: its refusal of native tools steps Auto down to Prompted"
 		}
 		var answers []string
 		for _, rc := range replayCases {
@@ -116,8 +136,8 @@ func renderTable() string {
 		if d.baseURL == "" {
 			base = "unset"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", d.name, base, capField(d.baseURL, d.model),
-			cell(format), cell(d.settings), cell(strings.Join(answers, "<br>")))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", d.name, base, capField(d.baseURL, d.model),
+			cell(format), cell(tools), cell(d.settings), cell(strings.Join(answers, "<br>")))
 	}
 	return b.String()
 }
@@ -137,7 +157,15 @@ func TestProvidersTable(t *testing.T) {
 			t.Errorf("ladder server %q has no row in the table", lc.server)
 		}
 	}
+	for server := range testenv.ToolRefusals {
+		if !slices.Contains(names, server) {
+			t.Errorf("tool refusal of %q has no row in the table", server)
+		}
+	}
 	for _, d := range serverDocs {
+		if d.tools == "" {
+			t.Errorf("server %q does not say how it takes tools", d.name)
+		}
 		if !slices.ContainsFunc(replayCases, func(rc replayCase) bool { return rc.server == d.name }) {
 			t.Errorf("server %q has no replayed answer", d.name)
 		}
