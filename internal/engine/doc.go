@@ -217,6 +217,22 @@
 // with other reasons (AgentTerminalError, ...) do not block the engine and are
 // cleared by the next step that runs.
 //
+// # Shared Budgets (sharedbudget.go)
+//
+// Input.Budgets are the Budget objects that select the Session, each with the room
+// the manager's ledger says it has left. Before any remote call (each model round of
+// a ReAct loop, each tool call) the call's worst case (WorstCase: a pipeline's agents
+// summed, one model call per remote agent, one tool call per tool call) must fit in
+// every one of them; otherwise the call is not made, the turn stays in progress and
+// the Session waits: WaitingForBudget=True and Ready=False with reason
+// BudgetExhausted, the message naming the Budget, what the call could cost and what
+// is left, Reconciling=True, no history entry and no failure. It is not a block: the
+// next step tries again, and goes on by itself once the Budget has room (a new
+// window, a raised limit, calls of other Sessions settled). The step package
+// journals each answer with Charge: status.budgets holds what the Session spent in
+// each Budget's current window, written with the answer that spent it, so the
+// ledger can be rebuilt from the Sessions and no call is counted twice.
+//
 // # Interventions (intervene.go)
 //
 // spec.interventions are a person's acts, applied in order, one a step, each exactly

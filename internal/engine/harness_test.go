@@ -35,6 +35,8 @@ type session struct {
 	// effects are the effects performed, in order.
 	effects []*Effect
 	steps   int
+	// budgets are the Budgets that select the Session, as the ledger sees them.
+	budgets []BudgetRoom
 }
 
 // def is a journey and its pathways.
@@ -53,7 +55,7 @@ func newSession(t testing.TB, d def) *session {
 }
 
 func (s *session) input() Input {
-	return Input{Spec: &s.spec, Status: s.st, Now: s.now, SessionName: "patient-12345", SessionUID: "uid-1", CreationTime: t0}
+	return Input{Spec: &s.spec, Status: s.st, Now: s.now, SessionName: "patient-12345", SessionUID: "uid-1", CreationTime: t0, Budgets: s.budgets}
 }
 
 // step takes one step and returns its effect (not performed).

@@ -45,6 +45,7 @@ func (r *run) conditions(blocked bool) {
 		approval    bool
 	)
 	cur := st.CurrentPathway
+	budgetReason, budgetMsg, waitingForBudget := r.budgetConditions()
 	switch {
 	case st.Phase == flowv1.PhaseCompleted:
 		reason, msg = flowv1.ReasonCompleted, fmt.Sprintf("The journey completed in pathway %s", cur)
@@ -63,6 +64,9 @@ func (r *run) conditions(blocked bool) {
 	case blocked:
 		c := apimeta.FindStatusCondition(st.Conditions, flowv1.ConditionStalled)
 		ready, reason, msg = metav1.ConditionFalse, c.Reason, c.Message
+	case waitingForBudget:
+		// It goes on by itself once the Budget has room: not Ready, but Reconciling.
+		ready, reconciling, reason, msg = metav1.ConditionFalse, true, budgetReason, budgetMsg
 	case st.Phase.AwaitsApproval():
 		// AwaitingApproval and Escalated alike: the Session is healthy and waits on a
 		// person, as it waits for a message.

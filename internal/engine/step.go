@@ -24,6 +24,9 @@ type Input struct {
 	SessionName, SessionUID string
 	// CreationTime starts the session timeout (status.startTime when zero).
 	CreationTime time.Time
+	// Budgets are the Budgets that select the Session, with the room each has left:
+	// a call whose worst case does not fit in one of them is not made.
+	Budgets []BudgetRoom
 }
 
 // Step takes one step of a Session: at most one unit of work (one message, External
@@ -94,6 +97,8 @@ type run struct {
 	readyReason, readyMessage string
 	// answered says the pathway run ending in this step has answered (answer).
 	answered bool
+	// budgetWait is the Budget this step's call waits for, nil for none.
+	budgetWait *budgetWait
 }
 
 func (r *run) do() *Effect {

@@ -393,6 +393,9 @@ func (r *run) waitTool(c *flowv1.ToolCallProgress, ctx map[string]any) stageResu
 	if why, over := r.toolCallsSpent(); over {
 		return r.stallOnBudget(why)
 	}
+	if w, over := r.noRoom(flowv1.EffectCallTool, Spend{ToolCalls: 1}); over {
+		return r.waitForBudget(w)
+	}
 	args, _ := decodeJSON(c.Args)
 	req := agent.ToolRequest{ID: c.ID, Tool: c.Tool, Args: orEmptyMap(args), IdempotencyKey: c.IdempotencyKey,
 		ApprovedBy: c.ApprovedBy, Pathway: r.st.CurrentPathway}

@@ -173,6 +173,9 @@ func (r *run) remote(kind flowv1.EffectKind, agents []flowv1.AgentSpec, pipeline
 	if why, over := r.unaffordable(eff); over {
 		return nil, r.stallOnBudget(why)
 	}
+	if w, over := r.noRoom(kind, WorstCase(eff)); over {
+		return nil, r.waitForBudget(w)
+	}
 	return nil, waitOn(eff)
 }
 
