@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,9 +20,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/audit"
+	"github.com/journeyops/journey-operator/internal/budget"
 	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/revision"
 	"github.com/journeyops/journey-operator/internal/step"
@@ -82,6 +85,9 @@ type SessionReconciler struct {
 	// Audit, when set, writes the audit records of every status write before the
 	// Session's next step.
 	Audit *audit.Trail
+	// Budgets, when set, is the ledger of the Budget objects: each call is reserved
+	// in the Budgets that select its Session before it is made.
+	Budgets *budget.Ledger
 
 	snapshots *revision.Cache
 	// written holds, per Session, the status.step of this reconciler's last status
@@ -219,9 +225,20 @@ func (r *SessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		})
 	}
 	inShard := predicate.NewPredicateFuncs(r.inShard)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&flowv1.Session{}, builder.WithPredicates(inShard, sessionEvents)).
-		Watches(&flowv1.Journey{}, handler.EnqueueRequestsFromMapFunc(r.waitingSessions)).
+		Watches(&flowv1.Journey{}, handler.EnqueueRequestsFromMapFunc(r.waitingSessions))
+	if r.Budgets != nil {
+		// The ledger wakes a Session that waited for room once its call fits.
+		wake := make(chan event.TypedGenericEvent[*flowv1.Session])
+		r.Budgets.Wake = func(key types.NamespacedName) {
+			s := &flowv1.Session{}
+			s.Namespace, s.Name = key.Namespace, key.Name
+			go func() { wake <- event.TypedGenericEvent[*flowv1.Session]{Object: s} }()
+		}
+		b = b.WatchesRawSource(source.Channel(wake, &handler.TypedEnqueueRequestForObject[*flowv1.Session]{}))
+	}
+	return b.
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("session").
 		Complete(r)

@@ -21,6 +21,7 @@ import (
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
 	"github.com/journeyops/journey-operator/internal/audit"
+	"github.com/journeyops/journey-operator/internal/budget"
 	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/step"
 	"github.com/journeyops/journey-operator/internal/tracing"
@@ -111,9 +112,18 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 	progress := &progressWriter{client: r.Client, key: client.ObjectKeyFromObject(s), step: s.Status.Step, clock: r.Clock,
 		interval: cmp.Or(r.ToolProgressInterval, DefaultToolProgressInterval)}
 	loop := step.Loop{Performer: r.performer(s.Namespace, s.Spec.JourneyRef.Name, progress), StallRetry: terminalRetry, MoreSteps: moreSteps}
+	in := step.InputOf(s, now)
+	if r.Budgets != nil {
+		if in.Budgets, err = r.Budgets.Rooms(ctx, s, now); err != nil {
+			return sessionStep{then: failed(err)}
+		}
+		if len(in.Budgets) > 0 {
+			loop.Budgets = sessionLedger{r.Budgets, s}
+		}
+	}
 	ctx, tr := r.Tracing.Begin(ctx, s)
 	notices := &noticeLog{}
-	res, err := loop.Step(agent.WithNotices(ctx, notices.add), snap, step.InputOf(s, now))
+	res, err := loop.Step(agent.WithNotices(ctx, notices.add), snap, in)
 	if err != nil {
 		return sessionStep{then: failed(err), progress: progress.progress(), notices: notices.all()}
 	}
@@ -152,6 +162,7 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 		s.Status.ToolProgress = st.progress
 	}
 	if st.status == nil {
+		r.Budgets.Release(s.UID)
 		return st.then
 	}
 	if st.status.Phase == "" {
@@ -168,8 +179,11 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 	s.Status = *st.status
 	if out, ok := writeSessionStatus(ctx, r.Client, r.APIReader, before, s, unchanged); !ok {
 		// On a conflict someone wrote first: the step is dropped, nothing was applied.
+		r.Budgets.Release(s.UID)
 		return out
 	}
+	// What the write charged is in the ledger now, and its calls hold nothing more.
+	r.Budgets.Settle(s)
 	if st.status.Step > old.Step {
 		r.wrote(s, st.status.Step)
 	}
@@ -357,3 +371,15 @@ func effectKind(eff *engine.Effect) string {
 	}
 	return string(eff.Kind)
 }
+
+// sessionLedger is Session s's port to the ledger of its Budgets.
+type sessionLedger struct {
+	ledger *budget.Ledger
+	s      *flowv1.Session
+}
+
+func (l sessionLedger) Reserve(key string, need engine.Spend) ([]engine.BudgetRoom, bool) {
+	return l.ledger.Reserve(l.s.UID, key, need)
+}
+
+func (l sessionLedger) Wait(need engine.Spend) { l.ledger.Wait(l.s, need) }

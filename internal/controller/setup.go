@@ -15,6 +15,7 @@ import (
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/audit"
+	"github.com/journeyops/journey-operator/internal/budget"
 	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/revision"
 	"github.com/journeyops/journey-operator/internal/tools"
@@ -42,6 +43,9 @@ type Options struct {
 	// Audit, when set, writes every Session's audit records, archives and
 	// erasure records to its sink (nil: none, and status.audit is never set).
 	Audit *audit.Trail
+	// BudgetFlush is how often a Budget's status is written while its Sessions spend
+	// (zero: DefaultBudgetFlush).
+	BudgetFlush time.Duration
 
 	// ToolProgressInterval is how often, at most, the progress of a tool call in
 	// flight is written to its Session (0: DefaultToolProgressInterval).
@@ -110,7 +114,13 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		}
 		sessionEvents = w
 	}
+	ledger := budget.NewLedger(mgr.GetClient())
+	if err := (&BudgetReconciler{Client: mgr.GetClient(), Ledger: ledger, Recorder: mgr.GetEventRecorder("budget-controller"),
+		Flush: opts.BudgetFlush}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	return (&SessionReconciler{
+		Budgets:                 ledger,
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                sessionEvents,

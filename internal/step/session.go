@@ -117,7 +117,25 @@ type Loop struct {
 	// always taken: see Step). Zero takes one step, and the step that applies its
 	// answer, per write.
 	MoreSteps int
+	// Budgets, when set, is the ledger of the Budgets that select the Session (their
+	// rooms are in the Input): each call's worst case is reserved in it before the call
+	// is made, and each answer is charged to them in the status that journals it.
+	Budgets Reserver
 }
+
+// Reserver is the Session's port to the ledger of its Budgets.
+type Reserver interface {
+	// Reserve holds need for call key in every Budget of the Session when it fits in
+	// all of them; otherwise it holds nothing and returns the Budgets' rooms as they
+	// are now. Reserving a key again replaces its hold.
+	Reserve(key string, need engine.Spend) (rooms []engine.BudgetRoom, ok bool)
+	// Wait says the Session waits for room for a call needing need.
+	Wait(need engine.Spend)
+}
+
+// maxReserveTries bounds how often a step asks again for a call whose reservation
+// another Session's took the room of.
+const maxReserveTries = 4
 
 // Step takes the engine steps of one status write, performing their effects, and
 // returns the status to write. The write carries:
@@ -144,6 +162,14 @@ steps:
 		next := in.Input
 		next.Status = status
 		st, eff := engine.Step(snap, next)
+		if eff != nil && l.Budgets != nil && len(next.Budgets) > 0 {
+			var err error
+			if st, eff, err = l.reserve(snap, &next, st, eff); err != nil {
+				res.Status = status
+				return res, err
+			}
+			in.Budgets = next.Budgets
+		}
 		if taken > 0 {
 			switch {
 			case eff == nil && st.Step == status.Step:
@@ -172,6 +198,9 @@ steps:
 				}
 			}
 			engine.Journal(st, rec, snap.Journey().Limits.MaxJournal, in.Now)
+			if l.Budgets != nil {
+				engine.Charge(st, in.Budgets, engine.Spent(eff, rec))
+			}
 			res.Outcome, res.Effect = Performed, eff
 			res.Calls++
 			if isModelCall(eff) {
@@ -179,6 +208,9 @@ steps:
 			}
 		}
 		status = st
+	}
+	if l.Budgets != nil && engine.IsWaitingForBudget(status) {
+		l.Budgets.Wait(waitsFor(snap, in.Input, status))
 	}
 	// A retry count is about the call the Session waits on: answered, or no longer
 	// asked, it is over.
@@ -336,4 +368,42 @@ func retryReason(err error) string {
 		}
 	}
 	return flowv1.ReasonAgentError
+}
+
+// reserve reserves the worst case of eff, the call step st asks for, in the ledger.
+// When another Session took the room since the rooms were read, the step is taken
+// again on the rooms as they are now (next.Budgets is updated): the engine then
+// waits for room and says why, or asks for the call again (room freed meanwhile).
+func (l *Loop) reserve(snap *engine.Snapshot, next *engine.Input, st *flowv1.SessionStatus, eff *engine.Effect) (*flowv1.SessionStatus, *engine.Effect, error) {
+	for range maxReserveTries {
+		rooms, ok := l.Budgets.Reserve(reserveKey(next.SessionUID, st.Step, eff), engine.WorstCase(eff))
+		if ok {
+			return st, eff, nil
+		}
+		next.Budgets = rooms
+		if st, eff = engine.Step(snap, *next); eff == nil {
+			return st, nil, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("no reservation for the %s call after %d tries: other Sessions took the Budgets' room each time", eff.Kind, maxReserveTries)
+}
+
+// reserveKey names a call in the ledger: the Session, the step and the call, so a
+// call asked again (a retried step) replaces its own hold.
+func reserveKey(uid string, step int64, eff *engine.Effect) string {
+	id := eff.InputHash
+	if eff.Tool != nil {
+		id = eff.Tool.ID
+	}
+	return fmt.Sprintf("%s/%d/%s/%s", uid, step, eff.Kind, id)
+}
+
+// waitsFor is the worst case of the call a Session waiting for room would make: the
+// call the step asks for without the Budgets (zero when it asks for none).
+func waitsFor(snap *engine.Snapshot, in engine.Input, status *flowv1.SessionStatus) engine.Spend {
+	in.Budgets, in.Status = nil, status
+	if _, eff := engine.Step(snap, in); eff != nil {
+		return engine.WorstCase(eff)
+	}
+	return engine.Spend{}
 }

@@ -25,6 +25,7 @@
 - apiGroups:
   - flow.journey.dev
   resources:
+  - budgets
   - journeys
   - pathways
   verbs:
@@ -34,6 +35,7 @@
 - apiGroups:
   - flow.journey.dev
   resources:
+  - budgets/status
   - journeys/status
   - pathways/status
   - sessions/status

@@ -1,0 +1,215 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/budget"
+	"github.com/journeyops/journey-operator/internal/engine"
+	"github.com/journeyops/journey-operator/internal/testenv"
+)
+
+// pricedJourney is a one-pathway journey on a priced openai agent: each answer uses
+// 120 prompt and 30 completion tokens, USD 0.0015 at USD 10 per million tokens; its
+// worst case (the prompt estimate plus 50 answer tokens) is several times that.
+func pricedJourney(t *testing.T, ns string, chat *testenv.ChatServer) {
+	t.Helper()
+	p := &flowv1.Pathway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ask"},
+		Spec: flowv1.PathwaySpec{Agents: []flowv1.Name{"gpt"}, Signature: flowv1.Signature{Instructions: "Answer the question."}}}
+	j := journeyOf(ns, "priced", p)
+	j.Spec.Agents = []flowv1.AgentSpec{{Name: "gpt", Provider: flowv1.ProviderOpenAI, Model: "test-model", BaseURL: chat.BaseURL(),
+		MaxRetries: ptr.To[int32](0), MaxTokens: ptr.To[int32](50), Pricing: &flowv1.Pricing{PromptPerMTok: "10", CompletionPerMTok: "10"}}}
+	create(t, p, j)
+	eventually(t, 30*time.Second, func() error {
+		if get(t, ns, "priced", &flowv1.Journey{}).Status.ReadyRevision == "" {
+			return fmt.Errorf("journey not ready")
+		}
+		return nil
+	})
+}
+
+func pricedChat(t *testing.T) *testenv.ChatServer {
+	return testenv.NewChatServer(t, func(r testenv.ChatRequest) testenv.Reply {
+		return testenv.Reply{Content: `{"reply":"done","outcome":"success","complete":true}`, Usage: testenv.Usage{Prompt: 120, Completion: 30}}
+	})
+}
+
+func sharedBudget(ns, name, cost string, mod func(*flowv1.Budget)) *flowv1.Budget {
+	b := &flowv1.Budget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: flowv1.BudgetSpec{Window: "Day", Limits: flowv1.BudgetLimits{CostUSD: flowv1.Decimal(cost)}}}
+	if mod != nil {
+		mod(b)
+	}
+	return b
+}
+
+// spentBySessions sums what the Sessions' status.budgets say they spent in Budget
+// name, and what their journals say their calls cost.
+func spentBySessions(t *testing.T, ns, name string) (charged, journaled engine.Spend, calls int64) {
+	t.Helper()
+	var list flowv1.SessionList
+	if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list.Items {
+		for _, c := range s.Status.Budgets {
+			if c.Name == name {
+				charged = charged.Add(engine.ChargeSpend(c))
+			}
+		}
+		cost, _ := engine.ParseCost(s.Status.Usage.CostUSD)
+		var made int64
+		for _, r := range s.Status.Journal {
+			if r.Kind == flowv1.EffectRunPathway {
+				made++
+			}
+		}
+		journaled = journaled.Add(engine.Spend{CostNano: cost, Tokens: s.Status.Usage.PromptTokens + s.Status.Usage.CompletionTokens, ModelCalls: made})
+		calls += made
+	}
+	return charged, journaled, calls
+}
+
+// 40 Sessions share a Budget of USD 0.05, 8 at a time, with the manager restarted twice
+// during the run: the settled spend stays within the limit, the ledger equals what
+// the Sessions journaled (nothing counted twice), the Sessions without room say which
+// Budget they wait for, and all of them finish once the limit is raised.
+func TestBudgetSharedBySessions(t *testing.T) {
+	ns := newNamespace(t)
+	chat := pricedChat(t)
+	opts := Options{MaxConcurrentReconciles: 8, BudgetFlush: 100 * time.Millisecond}
+	mgr := startManager(t, ns, opts)
+	pricedJourney(t, ns, chat)
+	create(t, sharedBudget(ns, "team", "0.05", nil))
+	const n = 40
+	for i := range n {
+		s := sessionOf(ns, fmt.Sprintf("s-%02d", i), "priced")
+		s.Spec.Messages = []flowv1.Message{{ID: "m1", Text: "What is the copay?"}}
+		create(t, s)
+	}
+	// Two restarts while the Sessions spend.
+	for _, calls := range []int{8, 16} {
+		eventually(t, 60*time.Second, func() error {
+			if chat.Calls() < calls {
+				return fmt.Errorf("%d calls", chat.Calls())
+			}
+			return nil
+		})
+		if err := mgr.Stop(); err != nil {
+			t.Fatalf("manager: %v", err)
+		}
+		mgr = startManager(t, ns, opts)
+	}
+	// The Budget runs out: the rest wait, each naming it.
+	var waiting []string
+	eventually(t, 60*time.Second, func() error {
+		var list flowv1.SessionList
+		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		waiting = nil
+		for _, s := range list.Items {
+			switch c := apimeta.FindStatusCondition(s.Status.Conditions, flowv1.ConditionWaitingForBudget); {
+			case s.Status.Phase == flowv1.PhaseCompleted:
+			case c != nil && c.Status == metav1.ConditionTrue:
+				if !strings.HasPrefix(c.Message, "Budget team has no room for the next RunPathway call, which could cost up to USD ") ||
+					!strings.Contains(c.Message, "of its limit of USD 0.05 is left") || s.Status.Reason != flowv1.ReasonBudgetExhausted {
+					return fmt.Errorf("session %s waits with %q (reason %s)", s.Name, c.Message, s.Status.Reason)
+				}
+				waiting = append(waiting, s.Name)
+			default:
+				return fmt.Errorf("session %s: phase %s, reason %s", s.Name, s.Status.Phase, s.Status.Reason)
+			}
+		}
+		if len(waiting) == 0 {
+			return fmt.Errorf("no session waits for the Budget")
+		}
+		return nil
+	})
+	charged, journaled, calls := spentBySessions(t, ns, "team")
+	if charged.CostNano > 50e6 || charged != journaled || charged.ModelCalls != calls || charged.CostNano != calls*1500000 {
+		t.Fatalf("charged %+v, journaled %+v in %d calls: want at most USD 0.05, equal, USD 0.0015 a call", charged, journaled, calls)
+	}
+	if int(calls)+len(waiting) != n {
+		t.Errorf("%d calls made and %d Sessions waiting, want %d in all", calls, len(waiting), n)
+	}
+	// The ledger, rebuilt twice, is what the Sessions journaled.
+	eventually(t, 20*time.Second, func() error {
+		b := get(t, ns, "team", &flowv1.Budget{})
+		spent := budget.Amounts(b.Status.Spent)
+		if spent.CostNano != charged.CostNano || b.Status.Waiting != int32(len(waiting)) || !apimeta.IsStatusConditionTrue(b.Status.Conditions, flowv1.ConditionExhausted) {
+			return fmt.Errorf("Budget status %+v, want spent %+v and %d waiting", b.Status, charged, len(waiting))
+		}
+		return nil
+	})
+
+	// Raised: the waiting Sessions go on by themselves.
+	b := get(t, ns, "team", &flowv1.Budget{})
+	b.Spec.Limits.CostUSD = "1"
+	if err := k8sClient.Update(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, func() error {
+		var list flowv1.SessionList
+		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, s := range list.Items {
+			if s.Status.Phase != flowv1.PhaseCompleted {
+				return fmt.Errorf("session %s: phase %s, reason %s", s.Name, s.Status.Phase, s.Status.Reason)
+			}
+		}
+		return nil
+	})
+	charged, journaled, calls = spentBySessions(t, ns, "team")
+	if charged != journaled || calls != n || charged.CostNano != n*1500000 {
+		t.Errorf("after raising: charged %+v, journaled %+v, %d calls", charged, journaled, calls)
+	}
+}
+
+// Two Budgets select one Session: the tighter stops it.
+func TestBudgetTighterOfTwo(t *testing.T) {
+	ns := newNamespace(t)
+	chat := pricedChat(t)
+	startManager(t, ns, Options{BudgetFlush: 100 * time.Millisecond})
+	pricedJourney(t, ns, chat)
+	create(t, sharedBudget(ns, "namespace", "10", nil), sharedBudget(ns, "team", "", func(b *flowv1.Budget) {
+		b.Spec.Limits = flowv1.BudgetLimits{ModelCalls: 1}
+		b.Spec.Selector.MatchLabels = map[string]string{"team": "care"}
+	}))
+	for i := range 2 {
+		s := sessionOf(ns, fmt.Sprintf("s-%d", i), "priced")
+		s.Labels = map[string]string{"team": "care"}
+		s.Spec.Messages = []flowv1.Message{{ID: "m1", Text: "hi"}}
+		create(t, s)
+	}
+	eventually(t, 30*time.Second, func() error {
+		var done, waiting int
+		for i := range 2 {
+			s := get(t, ns, fmt.Sprintf("s-%d", i), &flowv1.Session{})
+			c := apimeta.FindStatusCondition(s.Status.Conditions, flowv1.ConditionWaitingForBudget)
+			switch {
+			case s.Status.Phase == flowv1.PhaseCompleted:
+				done++
+			case c != nil && strings.HasPrefix(c.Message, "Budget team has no room for the next RunPathway call, which could make 1 model call: 0 model calls"):
+				waiting++
+			}
+		}
+		if done != 1 || waiting != 1 {
+			return fmt.Errorf("%d completed, %d waiting for team", done, waiting)
+		}
+		return nil
+	})
+	if calls := chat.Calls(); calls != 1 {
+		t.Errorf("%d model calls, want 1", calls)
+	}
+}
