@@ -1,0 +1,60 @@
+package plugin
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
+)
+
+// kubectl journey budget: each Budget's spend against its limits, and for one Budget
+// what each journey and Session spent in its current window (an older window's
+// entries are not counted).
+func TestBudgetOnCluster(t *testing.T) {
+	controlPlane(t)
+	ctx := context.Background()
+	start := metav1.NewTime(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))
+	b := &flowv1alpha1.Budget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "care-daily"},
+		Spec: flowv1alpha1.BudgetSpec{Window: "Day", Limits: flowv1alpha1.BudgetLimits{CostUSD: "0.05", ModelCalls: 100}}}
+	if err := admin.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	base := b.DeepCopy()
+	b.Status = flowv1alpha1.BudgetStatus{WindowStart: &start, Sessions: 2, Waiting: 1,
+		Spent: flowv1alpha1.BudgetAmounts{CostUSD: "0.0045", ModelCalls: ptr.To[int64](3)}}
+	if err := admin.Status().Patch(ctx, b, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	newSession(t, "budget-a")
+	newSession(t, "budget-b")
+	setStatus(t, "budget-a", func(st *flowv1alpha1.SessionStatus) {
+		st.Budgets = []flowv1alpha1.BudgetCharge{{Name: "care-daily", WindowStart: start, CostUSD: "0.003", Tokens: 300, ModelCalls: 2}}
+	})
+	setStatus(t, "budget-b", func(st *flowv1alpha1.SessionStatus) {
+		st.Budgets = []flowv1alpha1.BudgetCharge{{Name: "care-daily", WindowStart: start, CostUSD: "0.0015", Tokens: 150, ModelCalls: 1},
+			{Name: "other", WindowStart: start, CostUSD: "9"}}
+	})
+	out, _, err := kubectlJourney(ctx, "budget", "care-daily")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `BUDGET       WINDOW   COST (USD)    TOKENS   MODEL CALLS   TOOL CALLS   SESSIONS   WAITING
+care-daily   Day      0.0045/0.05   0        3/100         0            2          1
+
+JOURNEY    SESSION    COST (USD)   TOKENS   MODEL CALLS   TOOL CALLS
+referral   budget-a   0.003        300      2             0
+referral   budget-b   0.0015       150      1             0
+`
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out, want)
+	}
+	if _, _, err := kubectlJourney(ctx, "budget", "nope"); err == nil || !strings.Contains(err.Error(), `getting budget "nope" in namespace "default"`) {
+		t.Errorf("unknown budget: %v", err)
+	}
+}
