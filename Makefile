@@ -164,6 +164,10 @@ comma := ,
 bench-long: envtest ## Long-conversation bench: 1 and 100 Sessions taking 5,000 messages each; size, latency and CPU per turn at 10, 100, 1,000, 5,000.
 	KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" $(GO) run ./test/bench -long $(or $(BENCH_LONG),5000) -long-sessions $(or $(BENCH_LONG_SESSIONS),1$(comma)100) $(BENCH_FLAGS)
 
+.PHONY: bench-budget
+bench-budget: envtest ## API writes per model call with many Sessions sharing one Budget (BENCH_BUDGET_SESSIONS, default 1000; not in make test).
+	KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" $(GO) test ./test/bench -run '^$$' -bench BudgetWrites -benchtime 3x -budget-sessions $(or $(BENCH_BUDGET_SESSIONS),1000) -timeout 60m
+
 .PHONY: bench
 bench: envtest ## End-to-end bench in turns on a local control plane, builtin, LLM and ReAct journeys: turns/s against the plain pair, CPU and writes per turn, heap per Session (not in make test).
 	KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" $(GO) run ./test/bench -sessions $(BENCH_SESSIONS) -advance $(BENCH_ADVANCE) $(BENCH_FLAGS)

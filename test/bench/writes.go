@@ -59,7 +59,11 @@ func (w *writeCounter) read() (writeCounts, error) {
 
 // sessionWrites sums apiserver_request_total over the successful writes (PATCH,
 // UPDATE, APPLY with a 2xx code) of resource sessions.
-func sessionWrites(metrics []byte) (writeCounts, error) {
+func sessionWrites(metrics []byte) (writeCounts, error) { return resourceWrites(metrics, "sessions") }
+
+// resourceWrites sums apiserver_request_total over the successful writes of resource
+// (of group flow.journey.dev), status subresource apart.
+func resourceWrites(metrics []byte, resource string) (writeCounts, error) {
 	var out writeCounts
 	sc := bufio.NewScanner(bytes.NewReader(metrics))
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
@@ -73,7 +77,7 @@ func sessionWrites(metrics []byte) (writeCounts, error) {
 			continue
 		}
 		labels, value := line[len("apiserver_request_total{"):end], strings.TrimSpace(line[end+1:])
-		if label(labels, "resource") != "sessions" || !strings.HasPrefix(label(labels, "code"), "2") {
+		if label(labels, "resource") != resource || !strings.HasPrefix(label(labels, "code"), "2") {
 			continue
 		}
 		switch label(labels, "verb") {
