@@ -573,6 +573,8 @@ type Limits struct {
 	// +kubebuilder:validation:Maximum=131072
 	MaxTranscriptBytes *int32 `json:"maxTranscriptBytes,omitempty"`
 	// budget caps token usage and cost across all agent calls of a Session.
+	// Without it, each Session's cost is still capped at USD 5.00 (see
+	// maxCostUSD).
 	// +optional
 	Budget *SessionBudget `json:"budget,omitempty"`
 }
@@ -583,7 +585,10 @@ type SessionBudget struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	MaxTokens int64 `json:"maxTokens,omitempty"`
-	// maxCostUSD caps the cost in US dollars, from the agents' pricing.
+	// maxCostUSD caps the cost in US dollars, from the agents' pricing. In a
+	// Journey's limits, unset (or no budget at all) caps each Session at the
+	// default of USD 5.00, and "0" means no cost cap, explicitly. In a
+	// Session's spec.limits, unset keeps the Journey's cap.
 	// +optional
 	MaxCostUSD Decimal `json:"maxCostUSD,omitempty"`
 	// maxToolCalls caps the tool calls the Session makes (see

@@ -3,7 +3,7 @@ package engine
 import (
 	"fmt"
 	"slices"
-		"time"
+	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

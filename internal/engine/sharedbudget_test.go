@@ -269,3 +269,41 @@ func TestSharedBudgetReleaseOnCancel(t *testing.T) {
 		t.Fatalf("phase %s conditions %s spent %+v", s.st.Phase, dump(s.st.Conditions), b.spent)
 	}
 }
+
+// A Journey without limits.budget.maxCostUSD still caps each Session's cost, at
+// DefaultMaxCostNano; "0" sets no cap, explicitly.
+func TestDefaultSessionCostCap(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		budget *flowv1.SessionBudget
+		calls  int
+		stall  string
+	}{
+		{"no budget", nil, 3, flowv1.ReasonBudgetExceeded},
+		{"a budget without maxCostUSD", &flowv1.SessionBudget{MaxTokens: 1e9}, 3, flowv1.ReasonBudgetExceeded},
+		{"explicitly unlimited", &flowv1.SessionBudget{MaxCostUSD: "0"}, 5, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := budgeted("")
+			d.j.Limits.Budget = tc.budget
+			s := newSession(t, d)
+			l := &llm{usage: agent.Usage{PromptTokens: 1000, CompletionTokens: 200, CostUSD: 2},
+				pathway: func(req agent.PathwayRequest) (agent.PathwayResponse, error) {
+					return agent.PathwayResponse{Reply: "re: " + req.Message, ResultType: flowv1.ResultSuccess}, nil
+				}}
+			s.answer = l.answer
+			for i := range 5 {
+				s.say(fmt.Sprintf("m%d", i), "hi")
+			}
+			s.settle()
+			if l.calls[flowv1.EffectRunPathway] != tc.calls || s.stalled() != tc.stall {
+				t.Fatalf("%d calls, stalled %q; want %d, %q", l.calls[flowv1.EffectRunPathway], s.stalled(), tc.calls, tc.stall)
+			}
+			if tc.stall != "" {
+				if c := s.condition(flowv1.ConditionStalled); !strings.Contains(c.Message, "USD 6 spent, budget is 5") {
+					t.Errorf("Stalled %s", dump(c))
+				}
+			}
+		})
+	}
+}

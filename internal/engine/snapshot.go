@@ -14,8 +14,11 @@ import (
 
 // Defaults of the journey's limits and loop prevention.
 const (
-	DefaultMaxPathwayDepth      = 10
-	DefaultMaxTurns             = 100
+	DefaultMaxPathwayDepth = 10
+	DefaultMaxTurns        = 100
+	// DefaultMaxCostNano is the cost cap of a Session whose Journey sets no
+	// limits.budget.maxCostUSD (USD 5.00, in billionths); "0" sets none.
+	DefaultMaxCostNano          = 5_000_000_000
 	DefaultMaxIterations        = 5
 	DefaultMaxTransitions       = 500
 	DefaultRetryLimitPerPathway = 2
@@ -129,9 +132,12 @@ func resolveLimits(j *flowv1.JourneySpec) limits {
 	if l.IdleTimeout != nil && l.IdleTimeout.Duration > 0 {
 		out.idle = l.IdleTimeout.Duration
 	}
+	out.maxCost = DefaultMaxCostNano
 	if b := l.Budget; b != nil {
 		out.maxTokens = b.MaxTokens
-		out.maxCost, _ = parseNano(string(b.MaxCostUSD))
+		if b.MaxCostUSD != "" {
+			out.maxCost, _ = parseNano(string(b.MaxCostUSD)) // "0": no cost cap
+		}
 		out.maxToolCalls = b.MaxToolCalls
 	}
 	out.intentThreshold = DefaultIntentConfidence
