@@ -227,13 +227,17 @@ func (l *Ledger) Reserve(uid types.UID, key string, need engine.Spend) ([]engine
 }
 
 // Wait records that Session s waits for room for a call needing need (zero when not
-// known): it is woken when that fits.
+// known), a denial when it did not wait already: it is woken when that fits.
 func (l *Ledger) Wait(s *flowv1.Session, need engine.Spend) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	key := client.ObjectKeyFromObject(s)
 	for _, k := range l.sessions[s.UID] {
 		if a := l.accounts[k]; a != nil {
-			a.waiting[client.ObjectKeyFromObject(s)] = need
+			if _, already := a.waiting[key]; !already {
+				a.denials++
+			}
+			a.waiting[key] = need
 		}
 	}
 }

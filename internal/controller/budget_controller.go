@@ -139,14 +139,15 @@ func (r *BudgetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// budgetGauges are the Prometheus metrics of Budgets, per namespace and Budget.
+// budgetGauges are the Prometheus metrics of Budgets, labelled budget=<namespace>/<name>
+// (Budgets are few; no label is per Session).
 type budgetGauges struct {
 	spent, reserved, limit *prometheus.GaugeVec
 	denials                *prometheus.GaugeVec
 }
 
 var budgetMetrics = func() budgetGauges {
-	labels := []string{"namespace", "budget", "amount"}
+	labels := []string{"budget", "amount"}
 	g := budgetGauges{
 		spent: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "journey_budget_spent",
 			Help: "What the Sessions of a Budget spent in its current window, by amount (costUSD, tokens, toolCalls, modelCalls)."}, labels),
@@ -155,7 +156,7 @@ var budgetMetrics = func() budgetGauges {
 		limit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "journey_budget_limit",
 			Help: "A Budget's limits, by amount (0: not limited)."}, labels),
 		denials: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "journey_budget_denials",
-			Help: "Calls a Budget had no room for since the manager counted its current window."}, []string{"namespace", "budget"}),
+			Help: "Sessions a Budget had no room for (each time one starts waiting) since the manager counted its current window."}, []string{"budget"}),
 	}
 	metrics.Registry.MustRegister(g.spent, g.reserved, g.limit, g.denials)
 	return g
@@ -171,15 +172,15 @@ func (g budgetGauges) set(b *flowv1.Budget, snap budget.Snapshot) {
 		{g.limit, amounts(snap.Limit.CostNano, snap.Limit.Tokens, snap.Limit.ToolCalls, snap.Limit.ModelCalls)},
 	} {
 		for i, name := range []string{"costUSD", "tokens", "toolCalls", "modelCalls"} {
-			m.vec.WithLabelValues(b.Namespace, b.Name, name).Set(m.v[i])
+			m.vec.WithLabelValues(b.Namespace+"/"+b.Name, name).Set(m.v[i])
 		}
 	}
-	g.denials.WithLabelValues(b.Namespace, b.Name).Set(float64(snap.Denials))
+	g.denials.WithLabelValues(b.Namespace + "/" + b.Name).Set(float64(snap.Denials))
 }
 
 func (g budgetGauges) forget(ns, name string) {
 	for _, v := range []*prometheus.GaugeVec{g.spent, g.reserved, g.limit, g.denials} {
-		v.DeletePartialMatch(prometheus.Labels{"namespace": ns, "budget": name})
+		v.DeletePartialMatch(prometheus.Labels{"budget": ns + "/" + name})
 	}
 }
 

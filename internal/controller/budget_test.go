@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/budget"
@@ -212,4 +213,35 @@ func TestBudgetTighterOfTwo(t *testing.T) {
 	if calls := chat.Calls(); calls != 1 {
 		t.Errorf("%d model calls, want 1", calls)
 	}
+	// The metrics of the Budget: its limit, what was spent, and the Session denied.
+	eventually(t, 20*time.Second, func() error {
+		want := map[string]float64{"journey_budget_limit/modelCalls": 1, "journey_budget_spent/modelCalls": 1, "journey_budget_denials/": 1}
+		families, err := metrics.Registry.Gather()
+		if err != nil {
+			return err
+		}
+		got := map[string]float64{}
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				var budget, amount string
+				for _, l := range m.GetLabel() {
+					switch l.GetName() {
+					case "budget":
+						budget = l.GetValue()
+					case "amount":
+						amount = l.GetValue()
+					}
+				}
+				if budget == ns+"/team" {
+					got[f.GetName()+"/"+amount] = m.GetGauge().GetValue()
+				}
+			}
+		}
+		for k, v := range want {
+			if got[k] != v {
+				return fmt.Errorf("metric %s = %v, want %v (all: %v)", k, got[k], v, got)
+			}
+		}
+		return nil
+	})
 }
