@@ -59,7 +59,7 @@ func BenchmarkBudgetWritesPerModelCall(b *testing.B) {
 	}
 	testenv.Eventually(b, 30*time.Second, func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(j), j); err != nil || j.Status.ReadyRevision == "" {
-			return fmt.Errorf("journey not ready: %v", err)
+			return fmt.Errorf("journey not ready: %w", err)
 		}
 		return nil
 	})
