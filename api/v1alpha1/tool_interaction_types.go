@@ -37,3 +37,33 @@ type ToolProgress struct {
 	// +required
 	UpdatedAt metav1.Time `json:"updatedAt"`
 }
+
+// ToolServerSampling is how a journey answers its tool server's sampling requests.
+type ToolServerSampling struct {
+	// agent is the journey's agent whose model answers the server's sampling
+	// requests (under its own instructions, then the server's system prompt). A
+	// builtin agent answers with its builtin.reply template, else with the last
+	// message's text. What the requests use is journaled with the tool call's
+	// answer and counted in the Session's usage and budget like a model call.
+	// +required
+	Agent Name `json:"agent"`
+	// maxTokens caps the completion tokens all the sampling requests of one tool
+	// call may use together; each request is capped at what is left (or at the
+	// server's own maxTokens when lower), and a request once they are used up is
+	// refused. Defaults to 1024.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	MaxTokens *int32 `json:"maxTokens,omitempty"`
+}
+
+// DefaultSamplingMaxTokens is sampling.maxTokens when it is not set.
+const DefaultSamplingMaxTokens = 1024
+
+// TokenCap is maxTokens, or DefaultSamplingMaxTokens.
+func (s *ToolServerSampling) TokenCap() int {
+	if s.MaxTokens != nil && *s.MaxTokens > 0 {
+		return int(*s.MaxTokens)
+	}
+	return DefaultSamplingMaxTokens
+}

@@ -37,6 +37,11 @@ type ToolServer struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="timeout must be a positive duration such as 10s or 1m"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// sampling, when set, answers the server's sampling requests (the server asks
+	// for a completion during a call) with the model of one of the journey's
+	// agents. Off by default: a server's sampling request is refused.
+	// +optional
+	Sampling *ToolServerSampling `json:"sampling,omitempty"`
 }
 
 // ToolServerHeader is an HTTP header sent to a tool server, with a literal

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -148,4 +149,13 @@ func (c *cachedClassifier) ClassifyIntent(ctx context.Context, req IntentRequest
 		c.cache.AddFor(key, resp, req.CacheTTL)
 	}
 	return resp, err
+}
+
+// Sample passes a tool server's sampling request to the wrapped agent.
+func (c *cachedClassifier) Sample(ctx context.Context, req SampleRequest) (SampleResponse, error) {
+	s, ok := c.Agent.(Sampler)
+	if !ok {
+		return SampleResponse{}, fmt.Errorf("agent %T cannot answer sampling requests", c.Agent)
+	}
+	return s.Sample(ctx, req)
 }

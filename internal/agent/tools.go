@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -28,6 +29,9 @@ type ToolRequest struct {
 	// Pathway is the pathway whose turn makes the call: its retry limit and timeout
 	// bound the call.
 	Pathway string `json:"pathway,omitempty"`
+	// Sampling, when set, is how the server's sampling requests are answered:
+	// nil refuses them.
+	Sampling *ToolSampling `json:"sampling,omitempty"`
 	// Hooks answer what the server asks of its client during the call; nil
 	// answers nothing (no progress is reported, sampling is refused).
 	Hooks *ToolHooks `json:"-"`
@@ -37,6 +41,36 @@ type ToolRequest struct {
 type ToolHooks struct {
 	// Progress, when set, is told the server's progress notifications.
 	Progress func(ToolProgress)
+	// Sample, when set, answers the server's sampling requests.
+	Sample func(ctx context.Context, req SampleRequest) (SampleResponse, error)
+}
+
+// ToolSampling is the agent whose model answers a tool server's sampling requests,
+// and the completion tokens one tool call may sample in all.
+type ToolSampling struct {
+	Agent     flowv1.AgentSpec `json:"agent"`
+	MaxTokens int              `json:"maxTokens"`
+}
+
+// SampleRequest is a tool server's sampling request: a conversation to complete.
+type SampleRequest struct {
+	SystemPrompt string     `json:"systemPrompt,omitempty"`
+	Messages     []Exchange `json:"messages"`
+	// MaxTokens caps the completion's tokens.
+	MaxTokens int `json:"maxTokens"`
+}
+
+// SampleResponse is a model's completion for a sampling request.
+type SampleResponse struct {
+	Text       string `json:"text"`
+	Model      string `json:"model,omitempty"`
+	StopReason string `json:"stopReason,omitempty"`
+	Usage      Usage  `json:"usage,omitzero"`
+}
+
+// Sampler is an agent that can complete a conversation for a tool server.
+type Sampler interface {
+	Sample(ctx context.Context, req SampleRequest) (SampleResponse, error)
 }
 
 // ToolProgress is a progress notification of a call in flight.
@@ -55,6 +89,8 @@ type ToolResponse struct {
 	Error string `json:"error,omitempty"`
 	// DurationMs is how long the call took.
 	DurationMs int64 `json:"durationMs,omitempty"`
+	// Usage is what the server's sampling requests during the call used.
+	Usage Usage `json:"usage,omitzero"`
 }
 
 // ToolSpec is a tool as a model sees it: its name in the journey, what it does and

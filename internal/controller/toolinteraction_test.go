@@ -13,9 +13,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 // serveMCP serves server on loopback over streamable HTTP until the test ends.
@@ -164,4 +166,97 @@ func TestToolProgressIsShownThrottled(t *testing.T) {
 	if !strings.Contains(string(ctx.Raw), `[cut: the tool's result was`) || len(ctx.Raw) > 2*flowv1.MaxToolResultBytes {
 		t.Errorf("the export's result is not cut in the context (%d bytes): %.200s", len(ctx.Raw), ctx.Raw)
 	}
+}
+
+// TestSamplingIsAnsweredByTheNamedAgent: a tool server asks for a completion during a
+// call; the journey's toolServers[].sampling names an agent, whose model (the chat
+// server) answers under the call's token cap; the tool gets the completion, and the
+// tokens it used are journaled with the call's answer and counted in the Session's
+// usage.
+func TestSamplingIsAnsweredByTheNamedAgent(t *testing.T) {
+	ns := newNamespace(t)
+	model := testenv.NewChatServer(t, testenv.Always(testenv.Reply{Content: "Three doctors, one free slot tomorrow.", Usage: testenv.Usage{Prompt: 40, Completion: 9}}))
+	server := mcp.NewServer(&mcp.Implementation{Name: "desk"}, nil)
+	server.AddTool(&mcp.Tool{Name: "summarize", InputSchema: map[string]any{"type": "object"}, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 5000, SystemPrompt: "You summarize clinic data.",
+				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "Summarize: dr-lee, dr-okafor, dr-silva"}}}})
+			if err != nil {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "sampling: " + err.Error()}}}, nil
+			}
+			text := res.Content.(*mcp.TextContent).Text
+			return &mcp.CallToolResult{StructuredContent: map[string]any{"summary": text, "model": res.Model}}, nil
+		})
+	url := serveMCP(t, server)
+	startManager(t, ns, Options{})
+	p, j := deskJourney(ns, url, "summarize")
+	j.Spec.Agents = []flowv1.AgentSpec{{Name: "writer", Provider: flowv1.ProviderOpenAI, Model: "test-model", BaseURL: model.BaseURL(),
+		Instructions: "Be brief.", MaxRetries: ptr.To[int32](0)}}
+	j.Spec.ToolServers[0].Sampling = &flowv1.ToolServerSampling{Agent: "writer", MaxTokens: ptr.To[int32](200)}
+	create(t, p, j, sessionOf(ns, "s1", "desk"))
+
+	var s *flowv1.Session
+	eventually(t, 60*time.Second, func() error {
+		s = get(t, ns, "s1", &flowv1.Session{})
+		if s.Status.Phase != flowv1.PhaseCompleted {
+			return fmt.Errorf("phase %s, conditions %+v", s.Status.Phase, s.Status.Conditions)
+		}
+		return nil
+	})
+	if !strings.Contains(string(s.Status.Context.Raw), `"summary":"Three doctors, one free slot tomorrow."`) {
+		t.Errorf("context %s does not hold the sampled summary", s.Status.Context.Raw)
+	}
+	if model.Calls() != 1 {
+		t.Fatalf("the model was asked %d times", model.Calls())
+	}
+	req := model.Request(t, 1)
+	body, _ := req.Decode()
+	if got := body["max_tokens"]; got != float64(200) {
+		t.Errorf("max_tokens %v, want the call's cap 200 (the server asked for 5000)", got)
+	}
+	if len(req.Messages) != 2 || req.Messages[0].Role != "system" || !strings.Contains(req.Messages[0].Content, "Be brief.") ||
+		!strings.Contains(req.Messages[0].Content, "You summarize clinic data.") || req.Messages[1].Content != "Summarize: dr-lee, dr-okafor, dr-silva" {
+		t.Errorf("the model was asked %+v", req.Messages)
+	}
+	if u := s.Status.Usage; u.PromptTokens != 40 || u.CompletionTokens != 9 || u.ToolCalls != 1 {
+		t.Errorf("usage %+v, want the sampling's 40+9 tokens and one tool call", u)
+	}
+	var journaled *flowv1.EffectRecord
+	for i := range s.Status.Journal {
+		if s.Status.Journal[i].Kind == flowv1.EffectCallTool {
+			journaled = &s.Status.Journal[i]
+		}
+	}
+	if journaled == nil || journaled.Result.Usage.PromptTokens != 40 || journaled.Result.Usage.CompletionTokens != 9 {
+		t.Errorf("the call's journaled answer does not hold the sampling's usage: %+v", journaled)
+	}
+}
+
+// TestSamplingIsOffByDefault: without toolServers[].sampling a server's sampling
+// request is refused, and the tool answers what it makes of that.
+func TestSamplingIsOffByDefault(t *testing.T) {
+	ns := newNamespace(t)
+	server := mcp.NewServer(&mcp.Implementation{Name: "desk"}, nil)
+	server.AddTool(&mcp.Tool{Name: "summarize", InputSchema: map[string]any{"type": "object"}, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if _, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 100,
+				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}}); err != nil {
+				return &mcp.CallToolResult{StructuredContent: map[string]any{"sampled": false}}, nil
+			}
+			return &mcp.CallToolResult{StructuredContent: map[string]any{"sampled": true}}, nil
+		})
+	url := serveMCP(t, server)
+	startManager(t, ns, Options{})
+	p, j := deskJourney(ns, url, "summarize")
+	create(t, p, j, sessionOf(ns, "s1", "desk"))
+	eventually(t, 60*time.Second, func() error {
+		s := get(t, ns, "s1", &flowv1.Session{})
+		if s.Status.Phase != flowv1.PhaseCompleted {
+			return fmt.Errorf("phase %s, conditions %+v", s.Status.Phase, s.Status.Conditions)
+		}
+		if !strings.Contains(string(s.Status.Context.Raw), `"sampled":false`) {
+			return fmt.Errorf("context %s", s.Status.Context.Raw)
+		}
+		return nil
+	})
 }

@@ -58,6 +58,9 @@ func (c *checker) tools(j *flowv1.JourneySpec, pathways map[string]*flowv1.Pathw
 	servers := map[string]bool{}
 	for _, s := range j.ToolServers {
 		servers[string(s.Name)] = true
+		if s.Sampling != nil {
+			c.agentRef(fmt.Sprintf("toolServers %s: sampling.agent", s.Name), string(s.Sampling.Agent))
+		}
 	}
 	declared := map[string]bool{}
 	for _, t := range j.Tools {
@@ -128,6 +131,7 @@ func (e *Effect) recordTool(rec *flowv1.EffectRecord, resp any, err error) *flow
 		}
 	}
 	res.DurationMs = r.DurationMs
+	res.Usage = usageOf(r.Usage) // the server's sampling requests
 	switch {
 	case err != nil:
 		f := failureOf(err, e.Tool.Tool)
@@ -404,7 +408,11 @@ func (r *run) waitTool(c *flowv1.ToolCallProgress, ctx map[string]any) stageResu
 			req.Builtin, req.Context = t.Builtin.Expression, ctx
 		} else if s, ok := r.snap.toolServer(string(t.Server)); ok {
 			req.Server, req.ServerTool = s.DeepCopy(), cmp.Or(t.ServerTool, string(t.Name))
+			req.Sampling = r.snap.sampling(s)
 		}
+	}
+	if why, over := r.samplingUnaffordable(req.Sampling); over {
+		return r.stallOnBudget(why)
 	}
 	return waitOn(newEffect(flowv1.EffectCallTool, nil, "", req))
 }

@@ -3,6 +3,8 @@ package step
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -93,11 +95,48 @@ func (a *Agents) call(ctx context.Context, eff *engine.Effect) (any, error) {
 	return Call(ctx, agents, eff)
 }
 
-// hooks answer what the server of eff's tool call sends during the call.
+// hooks answer what the server of eff's tool call sends during the call: progress
+// goes to Progress, sampling requests to the sampling agent of the server, if any.
 func (a *Agents) hooks(eff *engine.Effect) *agent.ToolHooks {
 	h := &agent.ToolHooks{}
 	if a.Progress != nil {
 		h.Progress = func(p agent.ToolProgress) { a.Progress(eff, p) }
 	}
+	if s := eff.Tool.Sampling; s != nil {
+		h.Sample = a.sampler(*s)
+	}
 	return h
+}
+
+// sampler answers sampling requests with the agent of s, within the completion
+// tokens s allows one tool call in all: each request's cap is what is left of them,
+// and a request once they are used up is refused.
+func (a *Agents) sampler(s agent.ToolSampling) func(context.Context, agent.SampleRequest) (agent.SampleResponse, error) {
+	var mu sync.Mutex
+	left := s.MaxTokens
+	return func(ctx context.Context, req agent.SampleRequest) (agent.SampleResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if left <= 0 {
+			return agent.SampleResponse{}, fmt.Errorf("the tool call has used its %d sampling tokens (toolServers[].sampling.maxTokens)", s.MaxTokens)
+		}
+		spec := s.Agent
+		if a.Connect != nil {
+			spec = a.Connect(ctx, spec)
+		}
+		ag, err := a.Factory.Agent(ctx, a.Secrets, a.Namespace, spec)
+		if err != nil {
+			return agent.SampleResponse{}, err
+		}
+		sampler, ok := ag.(agent.Sampler)
+		if !ok {
+			return agent.SampleResponse{}, fmt.Errorf("agent %s cannot answer sampling requests", spec.Name)
+		}
+		if req.MaxTokens <= 0 || req.MaxTokens > left {
+			req.MaxTokens = left
+		}
+		resp, err := sampler.Sample(ctx, req)
+		left -= int(resp.Usage.CompletionTokens)
+		return resp, err
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,7 +54,8 @@ func (c *Caller) CallTool(ctx context.Context, namespace string, req agent.ToolR
 			Err: fmt.Errorf("tool %s names no server", req.Tool)}
 	}
 	start := time.Now()
-	session, err := c.connect(ctx, namespace, req.Server, req.IdempotencyKey, clientOptions(req.Hooks))
+	sampled := &sampledUsage{}
+	session, err := c.connect(ctx, namespace, req.Server, req.IdempotencyKey, clientOptions(req.Hooks, sampled))
 	if err != nil {
 		return agent.ToolResponse{}, err
 	}
@@ -71,7 +73,7 @@ func (c *Caller) CallTool(ctx context.Context, namespace string, req agent.ToolR
 	if err != nil {
 		return agent.ToolResponse{}, transient(req.Tool, fmt.Errorf("calling tool %s on server %s: %w", req.ServerTool, req.Server.Name, err))
 	}
-	out := agent.ToolResponse{DurationMs: time.Since(start).Milliseconds()}
+	out := agent.ToolResponse{DurationMs: time.Since(start).Milliseconds(), Usage: sampled.get()}
 	if res.IsError {
 		out.Error = text(res)
 		return out, nil
@@ -136,11 +138,16 @@ func (c *Caller) connect(ctx context.Context, namespace string, server *flowv1.T
 
 // clientOptions are the options of the client that makes a call with hooks: the
 // handlers of what the server may send during the call.
-func clientOptions(hooks *agent.ToolHooks) *mcp.ClientOptions {
+func clientOptions(hooks *agent.ToolHooks, sampled *sampledUsage) *mcp.ClientOptions {
 	if hooks == nil {
 		return nil
 	}
 	opts := &mcp.ClientOptions{}
+	if hooks.Sample != nil {
+		opts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return sample(ctx, hooks.Sample, req.Params, sampled)
+		}
+	}
 	if hooks.Progress != nil {
 		opts.ProgressNotificationHandler = func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			p := req.Params
@@ -148,6 +155,43 @@ func clientOptions(hooks *agent.ToolHooks) *mcp.ClientOptions {
 		}
 	}
 	return opts
+}
+
+// sample answers a server's sampling request with hook, adding what it used to
+// sampled. Content other than text is given to the model as a placeholder.
+func sample(ctx context.Context, hook func(context.Context, agent.SampleRequest) (agent.SampleResponse, error), p *mcp.CreateMessageParams, sampled *sampledUsage) (*mcp.CreateMessageResult, error) {
+	req := agent.SampleRequest{SystemPrompt: p.SystemPrompt, MaxTokens: int(p.MaxTokens)}
+	for _, m := range p.Messages {
+		text := "[non-text content]"
+		if t, ok := m.Content.(*mcp.TextContent); ok {
+			text = t.Text
+		}
+		req.Messages = append(req.Messages, agent.Exchange{Role: string(m.Role), Text: text})
+	}
+	resp, err := hook(ctx, req)
+	sampled.add(resp.Usage)
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.CreateMessageResult{Content: &mcp.TextContent{Text: resp.Text}, Model: resp.Model, Role: "assistant", StopReason: resp.StopReason}, nil
+}
+
+// sampledUsage sums what the sampling requests of one call used.
+type sampledUsage struct {
+	mu sync.Mutex
+	u  agent.Usage
+}
+
+func (s *sampledUsage) add(u agent.Usage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.u = s.u.Add(u)
+}
+
+func (s *sampledUsage) get() agent.Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.u
 }
 
 // headers resolves server's headers, reading Secret values now: never cached, never
