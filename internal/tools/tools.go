@@ -87,7 +87,13 @@ func (c *Caller) CallTool(ctx context.Context, namespace string, req agent.ToolR
 
 // List lists the tools of server (MCP tools/list, every page).
 func (c *Caller) List(ctx context.Context, namespace string, server *flowv1.ToolServer) ([]*mcp.Tool, error) {
-	session, err := c.connect(ctx, namespace, server, "", nil)
+	// A server may offer some tools only to clients that can answer its sampling
+	// requests: the listing client says it can when the journey answers them.
+	var opts *mcp.ClientOptions
+	if server.Sampling != nil {
+		opts = &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}}
+	}
+	session, err := c.connect(ctx, namespace, server, "", opts)
 	if err != nil {
 		return nil, err
 	}
