@@ -192,3 +192,37 @@ const (
 	// from then on for that endpoint and model (said once per manager process).
 	ReasonToolCallingPrompted = "ToolCallingPrompted"
 )
+
+// UpgradeBlocked: an Upgrade (kubectl journey upgrade, or the journey's
+// upgradePolicy ReplayCompatible) did not move the Session, because a replay of
+// its journal on the target revision diverges (True, reason ReplayDiverged:
+// the message names the revision, the first step that diverges and the field).
+// Set False (reason Upgraded) once an upgrade moves it; absent until an upgrade
+// is blocked.
+const (
+	ConditionUpgradeBlocked = "UpgradeBlocked"
+
+	// ReasonReplayDiverged: a replay of the Session's journal on a revision
+	// does not reproduce one of its steps.
+	ReasonReplayDiverged = "ReplayDiverged"
+	// ReasonUpgraded: the Session moved to another revision of its journey
+	// (also the Event's reason).
+	ReasonUpgraded = "Upgraded"
+)
+
+// ForkDiverged: a fork (spec.forkOf) runs on another revision than its source,
+// and the source's steps up to the fork step replay differently on it (True,
+// reason ReplayDiverged: the message names the first step and field). The fork's
+// status is still the source's up to that step. False (reason
+// ReplayReproduced) when they replay the same. Absent on other Sessions.
+const (
+	ConditionForkDiverged = "ForkDiverged"
+
+	// ReasonReplayReproduced: a replay reproduced every step it compared.
+	ReasonReplayReproduced = "ReplayReproduced"
+	// ReasonForked: a fork's status was rebuilt from its source (Event).
+	ReasonForked = "Forked"
+	// ReasonForkSourceNotFound: the fork's source Session (or its revision)
+	// is gone, or its journal cannot rebuild the fork step (Stalled).
+	ReasonForkSourceNotFound = "ForkSourceNotFound"
+)

@@ -117,7 +117,29 @@ type JourneySpec struct {
 	// own spec overrides.
 	// +optional
 	SessionDefaults *SessionDefaults `json:"sessionDefaults,omitempty"`
+
+	// upgradePolicy says what becomes of running Sessions when a new revision
+	// of the journey is ready. Pinned (the default, when empty): they stay on
+	// the revision they started on until a person upgrades them (kubectl
+	// journey upgrade). ReplayCompatible: a running Session, between turns,
+	// moves to status.readyRevision when a replay of its journal on it
+	// reproduces every step (no model or tool call is made to check); one that
+	// would diverge stays, with the UpgradeBlocked condition saying where.
+	// +optional
+	UpgradePolicy UpgradePolicy `json:"upgradePolicy,omitempty"`
 }
+
+// UpgradePolicy is what becomes of running Sessions when a new revision is ready.
+// +kubebuilder:validation:Enum=Pinned;ReplayCompatible
+type UpgradePolicy string
+
+const (
+	// UpgradePinned keeps running Sessions on the revision they started on.
+	UpgradePinned UpgradePolicy = "Pinned"
+	// UpgradeReplayCompatible moves running Sessions to the ready revision when
+	// their journal replays on it unchanged.
+	UpgradeReplayCompatible UpgradePolicy = "ReplayCompatible"
+)
 
 // SessionDefaults are the defaults of a journey's Sessions.
 type SessionDefaults struct {

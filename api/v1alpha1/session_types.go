@@ -130,7 +130,7 @@ type SessionSpec struct {
 	// +listType=map
 	// +listMapKey=id
 	// +kubebuilder:validation:MaxItems=25
-	// +kubebuilder:validation:XValidation:rule="self.map(i, size(i.id) + (has(i.by) ? size(i.by) : 0) + (has(i.reason) ? size(i.reason) : 0) + (has(i.feedback) ? size(i.feedback) : 0) + (has(i.pathway) ? size(i.pathway) : 0) + 80).sum() <= 2000",message="spec.interventions would hold more than 2,000 bytes (ids, names, reasons, feedback and 80 bytes an intervention): drop the processed interventions from the front of spec.interventions and raise spec.interventionsDropped by as many"
+	// +kubebuilder:validation:XValidation:rule="self.map(i, size(i.id) + (has(i.by) ? size(i.by) : 0) + (has(i.reason) ? size(i.reason) : 0) + (has(i.feedback) ? size(i.feedback) : 0) + (has(i.pathway) ? size(i.pathway) : 0) + (has(i.revision) ? size(i.revision) : 0) + 80).sum() <= 2000",message="spec.interventions would hold more than 2,000 bytes (ids, names, reasons, feedback and 80 bytes an intervention): drop the processed interventions from the front of spec.interventions and raise spec.interventionsDropped by as many"
 	Interventions []Intervention `json:"interventions,omitempty"`
 
 	// interventionsDropped is how many processed interventions have been
@@ -162,11 +162,47 @@ type SessionSpec struct {
 	// +kubebuilder:validation:Maximum=31536000
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 
+	// forkOf, set by kubectl journey fork, makes this Session a fork of another
+	// one: its first step rebuilds its status from the source Session's
+	// journal up to forkOf.step, offline (no model or tool call; tool calls
+	// made by then are inherited as records and never sent again), and it runs
+	// live from there on forkOf.revision (the source's revision when empty).
+	// The source Session is only read. Immutable.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="forkOf is immutable"
+	ForkOf *ForkSource `json:"forkOf,omitempty"`
+
 	// limits overrides the Journey's limits for this Session: set by a person
 	// to let a Session that a cap stalled continue. A value may only be set at
 	// or above what the Session has used (the webhook refuses a lower one).
 	// +optional
 	Limits *SessionLimits `json:"limits,omitempty"`
+}
+
+// ForkSource is the Session a fork was made from, and where.
+type ForkSource struct {
+	// session is the name of the source Session, in the same namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Session string `json:"session"`
+	// uid is the source Session's metadata.uid: a Session of the same name
+	// created since is not the source.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	UID string `json:"uid"`
+	// step is the source's status.step the fork starts after: its status is
+	// the source's as it was after that step.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Step int64 `json:"step"`
+	// revision is the Journey revision the fork runs on from step on; empty:
+	// the source's. When the source's steps up to step replay differently on
+	// it, the ForkDiverged condition names the first one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Revision string `json:"revision,omitempty"`
 }
 
 // SessionLimits are the caps one Session may override.
@@ -278,7 +314,7 @@ type Approval struct {
 }
 
 // InterventionAction is what a person asks of a Session.
-// +kubebuilder:validation:Enum=Resume;Retry;Goto;Rewind
+// +kubebuilder:validation:Enum=Resume;Retry;Goto;Rewind;Upgrade
 type InterventionAction string
 
 const (
@@ -294,6 +330,10 @@ const (
 	// InterventionRewind restores the Session to how it was after an earlier
 	// step.
 	InterventionRewind InterventionAction = "Rewind"
+	// InterventionUpgrade moves the Session to another revision of its
+	// journey, when a replay of its journal on that revision reproduces every
+	// step (or anyway, with force).
+	InterventionUpgrade InterventionAction = "Upgrade"
 )
 
 // Intervention is a person's act on a Session.
@@ -301,6 +341,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.feedback) || self.action == 'Retry'",message="feedback belongs to action Retry (the agents see it when the turn runs again)"
 // +kubebuilder:validation:XValidation:rule="has(self.pathway) == (self.action == 'Goto')",message="pathway is required for action Goto and belongs to no other action"
 // +kubebuilder:validation:XValidation:rule="has(self.step) == (self.action == 'Rewind')",message="step is required for action Rewind and belongs to no other action"
+// +kubebuilder:validation:XValidation:rule="has(self.revision) == (self.action == 'Upgrade')",message="revision is required for action Upgrade and belongs to no other action"
+// +kubebuilder:validation:XValidation:rule="!has(self.force) || !self.force || self.action == 'Upgrade'",message="force belongs to action Upgrade (it moves the Session even when the replay diverges)"
 type Intervention struct {
 	// id identifies the intervention; unique within the Session.
 	// +required
@@ -308,7 +350,7 @@ type Intervention struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9][-A-Za-z0-9_.]*$')",message="id must start with a letter or digit and contain only letters, digits, '-', '_' and '.'"
 	ID string `json:"id"`
-	// action is Resume, Retry, Goto or Rewind.
+	// action is Resume, Retry, Goto, Rewind or Upgrade.
 	// +required
 	Action InterventionAction `json:"action"`
 	// reason says why, for the Session's history and Events.
@@ -341,6 +383,20 @@ type Intervention struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	Step *int32 `json:"step,omitempty"`
+	// revision, for Upgrade only, is the Journey revision (a ControllerRevision
+	// of the Session's journey, as in the Journey's status.readyRevision) to
+	// move the Session to. The Session's journal is replayed on it offline,
+	// with no model or tool call: when every step reproduces, the Session
+	// moves; otherwise it stays, and the UpgradeBlocked condition names the
+	// first step that diverges and how.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Revision string `json:"revision,omitempty"`
+	// force, for Upgrade only, moves the Session even when the replay
+	// diverges; the history entry records it and who asked.
+	// +optional
+	Force bool `json:"force,omitempty"`
 }
 
 // SessionStatus is where a Session is and how it got there.

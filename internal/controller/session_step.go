@@ -53,6 +53,9 @@ type sessionStep struct {
 	// progress is the tool progress the step wrote while a call ran (nil: none): the
 	// status the step's write starts from holds it.
 	progress *flowv1.ToolProgress
+	// forked, for a fork's first status, is the note of its Forked Event (its
+	// other Events are its source's).
+	forked string
 	// deadline is the earliest time the Session times out without input
 	// (limits.sessionTimeout, or limits.idleTimeout while it waits for input); zero
 	// when the step did not run.
@@ -84,6 +87,9 @@ func (l *noticeLog) all() []agent.Notice {
 // its first step), then one step of the protocol with at most one agent call.
 func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now time.Time) sessionStep {
 	rev := s.Status.JourneyRevision
+	if rev == "" && s.Spec.ForkOf != nil {
+		return r.fork(ctx, s, now)
+	}
 	if rev == "" {
 		var reason, msg string
 		if rev, reason, msg = r.pin(ctx, s); rev == "" {
@@ -120,6 +126,13 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 		if len(in.Budgets) > 0 {
 			loop.Budgets = sessionLedger{r.Budgets, s}
 		}
+	}
+	if in.Upgrade, err = r.upgradeCheck(ctx, s); err != nil {
+		return sessionStep{then: failed(err)}
+	}
+	if in.Upgrade != nil {
+		// The steps after the upgrade run on the new revision: the next write's.
+		loop.MoreSteps = 0
 	}
 	ctx, tr := r.Tracing.Begin(ctx, s)
 	notices := &noticeLog{}
@@ -197,6 +210,11 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 	case step.Unchanged:
 		stepsTotal.WithLabelValues(journey, "unchanged").Inc()
 	case step.Performed, step.Changed:
+		if st.forked != "" {
+			stepsTotal.WithLabelValues(journey, "changed").Inc()
+			r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, flowv1.ReasonForked, "Fork", "%s", st.forked)
+			break
+		}
 		label := "changed"
 		if st.step == step.Performed {
 			label = "effect"

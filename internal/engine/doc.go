@@ -40,7 +40,7 @@
 //     iteration 1, the context from spec.initialContext, startTime, journeyRevision. It
 //     then goes on with the next rules in the same step.
 //  5. The next unprocessed intervention (see Interventions) applies, between turns or
-//     while a cap holds a turn; a finished Session takes one step for it too (a Failed
+//     while a cap holds a turn (an Upgrade at any time); a finished Session takes one step for it too (a Failed
 //     one may resume, the others refuse). Else a blocked Session (see Caps) does
 //     nothing more until an intervention lifts the block or it is cancelled, or,
 //     blocked by the budget or maxTurns, until spec.limits lifts the cap.
@@ -266,6 +266,21 @@
 //     new context version. Transcript exchanges and journal entries of later steps stay,
 //     marked rewound; agents no longer see rewound exchanges. The Session waits for the
 //     next message there. Refused when step N or its context is no longer kept.
+//   - Upgrade (upgrade.go) moves the Session to another revision of its journey
+//     (status.journeyRevision), at once, a turn in progress included: the step is given
+//     the verdict of a replay of the Session's journal on that revision (Input.Upgrade,
+//     from package rebuild: no call is made). When every step reproduced, or with
+//     force, it moves (UpgradeBlocked False, reason Upgraded; Event Upgraded; the
+//     history entry says whether it was forced and where the replay diverged); the
+//     turn goes on on the new revision. Otherwise it is refused and UpgradeBlocked
+//     (True, ReplayDiverged) names the revision, the first step that diverges and the
+//     field, and the command that forces it. Refused without a verdict for that
+//     revision (it cannot be read, or is not the journey's).
+//
+// Fork (upgrade.go) makes a fork's first status (spec.forkOf) from its source's
+// status rebuilt up to the fork step: on the fork's revision, counting none of the
+// source's approvals and interventions processed (the fork's spec does not carry
+// them), with ForkDiverged saying whether the source's steps replay the same there.
 //
 // Retry, Goto and Rewind on a stopped Session first lift what stops it, as Resume
 // does (dropping a held turn), and are refused when Resume would be. Each condition

@@ -80,6 +80,24 @@ func (e *Effect) hash() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// QuestionHash is the hash of what the agents are asked: the input hash without the
+// parts of a pathway's spec its agents never see (where its outcome leads, what the
+// context keeps of it, its retries, timeout, tool call cap and fallback reply). Two
+// revisions that differ only there ask the same question, so an answer to one answers
+// the other (see package rebuild).
+func (e *Effect) QuestionHash() string {
+	if e.Pathway == nil || e.Pathway.Spec == nil {
+		return e.InputHash
+	}
+	req, spec := *e.Pathway, *e.Pathway.Spec
+	spec.Transitions, spec.Next, spec.ReturnBehavior, spec.Accumulate = nil, "", nil, nil
+	spec.Retry, spec.Timeout, spec.MaxToolCalls, spec.FallbackReply = nil, nil, nil, ""
+	req.Spec = &spec
+	q := *e
+	q.Pathway = &req
+	return q.hash()
+}
+
 // Record turns the agent's answer to this effect, or its error, into the journal entry
 // the controller stores in status.pendingEffect before it writes status. resp is the
 // agent's PathwayResponse, DecisionResponse or IntentResponse (value or pointer). An

@@ -55,6 +55,8 @@ func (r *run) apply(iv *flowv1.Intervention) string {
 		return r.gotoPathway(iv)
 	case flowv1.InterventionRewind:
 		return r.rewind(iv)
+	case flowv1.InterventionUpgrade:
+		return r.upgrade(iv)
 	}
 	return fmt.Sprintf("action %q is not one this operator knows", iv.Action)
 }
@@ -328,7 +330,7 @@ func (r *run) leaveApproval() {
 // what it did and why. Its Event is Intervened.
 func (r *run) recordIntervention(iv *flowv1.Intervention, from string, action flowv1.Action, what string) {
 	st := r.st
-	if iv.Action == flowv1.InterventionResume || iv.Action == flowv1.InterventionRewind {
+	if iv.Action == flowv1.InterventionResume || iv.Action == flowv1.InterventionRewind || iv.Action == flowv1.InterventionUpgrade {
 		action = ""
 	}
 	r.appendHistory(flowv1.HistoryEntry{Time: r.now, Step: r.step, From: from, To: st.CurrentPathway, Action: action,

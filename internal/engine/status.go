@@ -220,6 +220,9 @@ func Events(old, cur *flowv1.SessionStatus) []Event {
 	if !old.Phase.HasStarted() && cur.Phase.HasStarted() && cur.StartTime != nil {
 		out = append(out, Event{EventNormal, ReasonStarted, fmt.Sprintf("Started in pathway %s on journey revision %s", startedIn(old, cur), cur.JourneyRevision)})
 	}
+	if old.JourneyRevision != "" && cur.JourneyRevision != old.JourneyRevision {
+		out = append(out, Event{EventNormal, flowv1.ReasonUpgraded, fmt.Sprintf("Moved from journey revision %s to %s", old.JourneyRevision, cur.JourneyRevision)})
+	}
 	if cur.Step > old.Step {
 		for _, h := range cur.History {
 			if h.Step <= old.Step || h.Action == flowv1.ActionBlock || h.Intervention != "" {

@@ -27,6 +27,9 @@ type Input struct {
 	// Budgets are the Budgets that select the Session, with the room each has left:
 	// a call whose worst case does not fit in one of them is not made.
 	Budgets []BudgetRoom
+	// Upgrade is the replay of the Session's journal on the revision its next
+	// intervention, an Upgrade, names (nil when none was replayed).
+	Upgrade *ReplayCheck
 }
 
 // Step takes one step of a Session: at most one unit of work (one message, External
@@ -122,8 +125,9 @@ func (r *run) do() *Effect {
 			return nil
 		}
 	}
-	// Interventions go first, one a step, between turns (or when a cap stopped a turn).
-	if r.interventionsPending() && (st.Turn == nil || r.blocked()) {
+	// Interventions go first, one a step, between turns (or when a cap stopped a turn;
+	// an Upgrade at once: the turn goes on on the revision it moves to).
+	if r.interventionsPending() && (st.Turn == nil || r.blocked() || r.upgradeNext()) {
 		r.intervene()
 		return nil
 	}

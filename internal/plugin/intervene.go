@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,6 +38,10 @@ type InterventionRequest struct {
 	Pathway string
 	// Step is the step the Session is restored to (Rewind only).
 	Step *int32
+	// Revision is the Journey revision the Session moves to (Upgrade only); Force
+	// moves it even when the replay of its journal diverges there.
+	Revision string
+	Force    bool
 	// DryRun, when server, has the API server admit the intervention without storing
 	// it; when client, nothing is sent.
 	DryRun dryRun
@@ -75,6 +80,7 @@ func Intervene(ctx context.Context, c client.Client, key types.NamespacedName, r
 			Intervention: flowv1alpha1.Intervention{
 				ID: nextInterventionID(&s.Spec), Action: r.Action, Reason: r.Reason,
 				Limits: r.Limits, Feedback: r.Feedback, Pathway: flowv1alpha1.Name(r.Pathway), Step: r.Step,
+				Revision: r.Revision, Force: r.Force,
 			},
 			Index:      s.Spec.InterventionCount(),
 			StepBefore: s.Status.Step,
@@ -138,6 +144,26 @@ func acceptsIntervention(ctx context.Context, c client.Client, s *flowv1alpha1.S
 		if int64(*r.Step) >= s.Status.Step {
 			return fmt.Errorf("session/%s is at step %d: --to-step %d is not a step it has taken and left", s.Name, s.Status.Step, *r.Step)
 		}
+	case flowv1alpha1.InterventionUpgrade:
+		return upgradeTarget(ctx, c, s, r.Revision)
+	}
+	return nil
+}
+
+// upgradeTarget refuses a revision that is not one of the Session's journey, or the
+// one it runs on already. A revision that cannot be read (RBAC) is for the controller
+// to check.
+func upgradeTarget(ctx context.Context, c client.Client, s *flowv1alpha1.Session, revision string) error {
+	j := s.Spec.JourneyRef.Name
+	if !strings.HasPrefix(revision, j+"-") {
+		return fmt.Errorf("%s is not a revision of journey %s: its revisions are named %s-<hash> (kubectl get journey %s -o wide shows the latest and the ready one)", revision, j, j, j)
+	}
+	if revision == s.Status.JourneyRevision {
+		return fmt.Errorf("session/%s already runs on revision %s", s.Name, revision)
+	}
+	var rev appsv1.ControllerRevision
+	if err := c.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: revision}, &rev); apierrors.IsNotFound(err) {
+		return fmt.Errorf("revision %s of journey %s does not exist in namespace %s", revision, j, s.Namespace)
 	}
 	return nil
 }
@@ -257,6 +283,8 @@ type interveneOptions struct {
 	limitFlags
 	feedback string
 	step     int32
+	revision string
+	force    bool
 }
 
 const resumeExample = `  # Resume a Session that a cap, loop prevention or a timeout stopped
@@ -273,6 +301,12 @@ const retryExample = `  # Run the current pathway's last turn again, telling its
 
 const gotoExample = `  # Move a Session to another pathway of its journey
   kubectl journey goto patient-12345 booking --reason "intake is done, the form was on paper"`
+
+const upgradeExample = `  # Move a Session to the journey's ready revision when its journal replays the same there
+  kubectl journey upgrade patient-12345 --to-revision healthcare-referral-7c9d5f6b8 --wait
+
+  # Move it even though a step would have gone otherwise, saying why
+  kubectl journey upgrade patient-12345 --to-revision healthcare-referral-7c9d5f6b8 --force --reason "the old prompt was wrong"`
 
 const rewindExample = `  # Restore a Session to how it was after step 12 (see kubectl journey history -o wide)
   kubectl journey rewind patient-12345 --to-step 12 --reason "wrong doctor booked" --wait`
@@ -317,6 +351,20 @@ steps). The exchanges and answers after it stay on record, marked rewound.`
 		cmd.Example = rewindExample
 		cmd.Flags().Int32Var(&io.step, "to-step", 0, "The step to restore the Session to (required)")
 		_ = cmd.MarkFlagRequired("to-step")
+	case flowv1alpha1.InterventionUpgrade:
+		cmd.Use = "upgrade SESSION --to-revision REVISION [--force]"
+		cmd.Short = "Move a running Session to another revision of its journey"
+		cmd.Long = `Append an Upgrade intervention to spec.interventions: the controller replays the
+Session's journal on REVISION through the engine, offline (every agent and tool call is
+answered from the journal; no model or tool is called). When every step reproduces (the
+same transitions, questions, replies and status), the Session moves to REVISION, an
+Upgraded Event says so, and its next turns run on it. Otherwise it stays where it is and
+its UpgradeBlocked condition names the first step that diverges and the field; --force
+moves it anyway, and its history records that it was forced and by whom.`
+		cmd.Example = upgradeExample
+		cmd.Flags().StringVar(&io.revision, "to-revision", "", "The Journey revision to move the Session to (required; the Journey's status.readyRevision is the newest valid one)")
+		cmd.Flags().BoolVar(&io.force, "force", false, "Move the Session even when the replay of its journal diverges on the revision")
+		_ = cmd.MarkFlagRequired("to-revision")
 	}
 	cmd.Long += `
 
@@ -353,6 +401,11 @@ func (io *interveneOptions) run(ctx context.Context, fs *pflag.FlagSet, action f
 		}
 	case flowv1alpha1.InterventionRewind:
 		r.Step = &io.step
+	case flowv1alpha1.InterventionUpgrade:
+		if io.revision == "" {
+			return errors.New("--to-revision must not be empty")
+		}
+		r.Revision, r.Force = io.revision, io.force
 	}
 	name := args[0]
 	key, c, err := io.target(name)
@@ -394,6 +447,9 @@ func printOutcome(w io.Writer, s *flowv1alpha1.Session, sent *Sent, o Outcome) e
 	}
 	for _, h := range o.Entries {
 		writeField(w, "Transition", describeHistory(h))
+	}
+	if action == flowv1alpha1.InterventionUpgrade {
+		writeField(w, "Revision", orNone(s.Status.JourneyRevision))
 	}
 	return printState(w, s)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -67,6 +68,13 @@ func checkInterventions(ctx context.Context, paths approverLookup, old, s *flowv
 		if st.Phase == flowv1.PhaseCompleted || st.Phase == flowv1.PhaseCancelled {
 			errs = append(errs, field.Invalid(p.Child("action"), iv.Action, fmt.Sprintf(
 				"session/%s is %s, which is final: no intervention applies to it", s.Name, st.Phase)))
+			continue
+		}
+		if iv.Action == flowv1.InterventionUpgrade {
+			if j := s.Spec.JourneyRef.Name; !strings.HasPrefix(iv.Revision, j+"-") {
+				errs = append(errs, field.Invalid(p.Child("revision"), iv.Revision, fmt.Sprintf(
+					"is not a revision of journey %s: its revisions are named %s-<hash> (kubectl get journey %s -o wide shows the latest and the ready one)", j, j, j)))
+			}
 			continue
 		}
 		if iv.Action == flowv1.InterventionGoto {

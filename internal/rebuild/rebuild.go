@@ -1,0 +1,531 @@
+// Package rebuild replays a Session's steps on a journey revision offline: the
+// Session's inputs (messages, External outcomes, approvals and the interventions its
+// history records) are given to the pure engine in the order and at the steps the
+// Session took them, and every agent and tool call is answered from the Session's
+// journal, never made. The steps are numbered as the Session numbered them, so the
+// questions, tool call ids and idempotency keys come out the same, and a journaled
+// answer answers the question of the same step with the same input hash.
+//
+// It serves two acts on a Session: an Upgrade (does the Session's journal replay the
+// same on the target revision? then it may move) and a fork (the source's status
+// after a step, rebuilt with no call, and whether its steps replay the same on the
+// fork's revision).
+package rebuild
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/engine"
+	"github.com/journeyops/journey-operator/internal/truncate"
+)
+
+// Source is a Session as a replay reads it: its identity (agents and CEL see its
+// name; its tool calls' idempotency keys carry its UID), spec and status.
+type Source struct {
+	Name, UID string
+	Created   time.Time
+	Spec      *flowv1.SessionSpec
+	Status    *flowv1.SessionStatus
+	// Inputs are its messages, outcomes and approvals from the first ever sent (see
+	// InputsOf).
+	Inputs *Inputs
+	// Revision is the compiled revision the Session runs on, when the replay is on
+	// another one: a question the replay asks otherwise than the Session did (its
+	// input hash differs) is still answered by the journal when the Session's
+	// revision asks, at that step, the question the journal answers, and the two
+	// differ only in what the agents never see (engine.Effect.QuestionHash).
+	Revision *engine.Snapshot
+}
+
+// SourceOf is s as a replay reads it; it fails when s no longer holds some of its
+// inputs (a *ConversationLostError).
+func SourceOf(s *flowv1.Session) (Source, error) {
+	in, err := InputsOf(s)
+	if err != nil {
+		return Source{}, err
+	}
+	return Source{Name: s.Name, UID: string(s.UID), Created: s.CreationTimestamp.Time, Spec: &s.Spec, Status: &s.Status, Inputs: in}, nil
+}
+
+// Result is a replay: the status it reached and its verdict.
+type Result struct {
+	// Status is the replayed status after the last step replayed: the Session's own
+	// after step upTo when the replay reproduces.
+	Status *flowv1.SessionStatus
+	// Check says whether every step up to upTo reproduced, else the first that did
+	// not.
+	Check *engine.ReplayCheck
+}
+
+// maxSteps bounds a replay: the engine makes progress at every step, so this only
+// guards against a defect.
+const maxSteps = 100000
+
+// Replay replays the steps of src up to upTo (its current step when 0) on snap, the
+// compiled journey revision named revision. It fails, replaying nothing, when src
+// cannot be replayed at all: a step it has not taken, inputs or journal answers it no
+// longer holds, an intervention refused at a step it does not record.
+func Replay(snap *engine.Snapshot, revision string, src Source, upTo int64) (*Result, error) {
+	live := src.Status
+	if upTo == 0 {
+		upTo = live.Step
+	}
+	if upTo > live.Step {
+		return nil, fmt.Errorf("step %d is not a step session %s has taken (it is at step %d)", upTo, src.Name, live.Step)
+	}
+	if upTo < 1 {
+		return nil, fmt.Errorf("session %s has taken no step yet", src.Name)
+	}
+	r, err := newReplay(snap, revision, src, upTo)
+	if err != nil {
+		return nil, err
+	}
+	r.run()
+	return &Result{Status: r.st, Check: r.verdict()}, nil
+}
+
+// replay is one replay's state.
+type replay struct {
+	snap     *engine.Snapshot
+	revision string
+	src      Source
+	live     *flowv1.SessionStatus
+	upTo     int64
+
+	spec   flowv1.SessionSpec // the inputs given so far
+	st     *flowv1.SessionStatus
+	taken  []bool           // journal records handed out
+	ivStep map[string]int64 // intervention id -> the step that applied it
+	eager  bool             // the Session took its first message in its first step
+
+	diverged *engine.ReplayCheck
+	in       engine.Input // the input of the step being replayed
+}
+
+func newReplay(snap *engine.Snapshot, revision string, src Source, upTo int64) (*replay, error) {
+	spec, live := src.Spec, src.Status
+	switch {
+	case src.Inputs == nil:
+		return nil, fmt.Errorf("session %s: its inputs were not read (SourceOf)", src.Name)
+	case spec.InterventionsDropped > 0:
+		return nil, fmt.Errorf("session %s dropped %d processed interventions from spec.interventions: they are needed to replay it", src.Name, spec.InterventionsDropped)
+	case live.JournalDropped > 0:
+		return nil, fmt.Errorf("session %s dropped its %d oldest journal answers (limits.maxJournal): a replay would have to call agents again", src.Name, live.JournalDropped)
+	}
+	r := &replay{snap: snap, revision: revision, src: src, live: live, upTo: upTo,
+		st: &flowv1.SessionStatus{}, taken: make([]bool, len(live.Journal)), ivStep: map[string]int64{}}
+	r.spec = flowv1.SessionSpec{JourneyRef: spec.JourneyRef, Limits: spec.Limits.DeepCopy()}
+	if spec.InitialContext != nil {
+		r.spec.InitialContext = spec.InitialContext.DeepCopy()
+	}
+	for _, h := range live.History {
+		if h.Intervention != "" && h.Transition != "" {
+			r.ivStep[h.Transition] = h.Step
+		}
+	}
+	for i := int32(0); i < live.ProcessedInterventions && int(i) < len(spec.Interventions); i++ {
+		iv := spec.Interventions[i]
+		if _, ok := r.ivStep[iv.ID]; !ok {
+			return nil, fmt.Errorf("intervention %s (%s) of session %s was refused, or applied at a step status.history no longer keeps: a replay cannot tell at which step to give it", iv.ID, iv.Action, src.Name)
+		}
+	}
+	for _, h := range live.History {
+		if h.Step == 1 && h.MessageID != "" {
+			r.eager = true
+		}
+	}
+	for _, x := range live.Transcript {
+		if x.Step == 1 && x.MessageID != "" {
+			r.eager = true
+		}
+	}
+	return r, nil
+}
+
+// run takes the replay's steps until step upTo, a divergence, or nothing more to do.
+func (r *replay) run() {
+	if r.eager {
+		r.reveal()
+	}
+	for n := 0; n < maxSteps && r.st.Step < r.upTo && r.diverged == nil; n++ {
+		k := r.st.Step + 1
+		r.revealInterventions(k)
+		in := engine.Input{Spec: &r.spec, Status: r.st, Now: r.timeAt(k),
+			SessionName: r.src.Name, SessionUID: r.src.UID, CreationTime: r.src.Created}
+		if iv, ok := r.spec.InterventionAt(r.st.ProcessedInterventions); ok && iv.Action == flowv1.InterventionUpgrade {
+			// Applied on the Session when it was checked: applied here. Which revision
+			// it came from is not the replay's.
+			in.Upgrade = &engine.ReplayCheck{Revision: iv.Revision, Reproduces: true}
+			r.st = r.st.DeepCopy()
+			r.st.JourneyRevision = ""
+			in.Status = r.st
+		}
+		next, eff := engine.Step(r.snap, in)
+		r.in = in
+		if eff == nil && next.Step == r.st.Step {
+			if !r.reveal() {
+				r.diverge(k, "status.step", fmt.Sprintf("the Session took step %d; on this revision there is nothing more to do", k))
+				return
+			}
+			continue
+		}
+		if eff != nil {
+			rec := r.answer(next.Step, eff)
+			if rec == nil {
+				return
+			}
+			engine.Journal(next, rec, r.snap.Journey().Limits.MaxJournal, in.Now)
+		}
+		next.AgentRetry = nil
+		if next.Step > r.st.Step {
+			r.compareStep(next)
+		}
+		r.st = next
+	}
+	if r.diverged == nil {
+		r.compareJournal(r.st.Step + 1)
+	}
+	if r.diverged == nil && r.upTo == r.live.Step {
+		r.compareStatus()
+	}
+}
+
+// reveal gives the replay the Session's next input, in the order the engine takes
+// them: an approval while a decision waits, an outcome while an External pathway
+// waits, else the next message, outcome or approval. Only inputs the Session
+// processed are given. It reports whether there was one.
+func (r *replay) reveal() bool {
+	src, live := r.src.Inputs, r.live
+	msgs, outs, apprs := len(r.spec.Messages), len(r.spec.Outcomes), len(r.spec.Approvals)
+	moreMsgs := msgs < int(live.ProcessedMessages) && msgs < len(src.Messages)
+	moreOuts := outs < int(live.ProcessedOutcomes) && outs < len(src.Outcomes)
+	moreApprs := apprs < int(live.ProcessedApprovals) && apprs < len(src.Approvals)
+	p, _ := r.snap.Pathway(r.st.CurrentPathway)
+	switch {
+	case r.st.Phase.AwaitsApproval() && moreApprs:
+		r.spec.Approvals = append(r.spec.Approvals, *src.Approvals[apprs].DeepCopy())
+	case p.IsExternal() && moreOuts:
+		r.spec.Outcomes = append(r.spec.Outcomes, *src.Outcomes[outs].DeepCopy())
+	case moreMsgs:
+		r.spec.Messages = append(r.spec.Messages, src.Messages[msgs])
+	case moreOuts:
+		r.spec.Outcomes = append(r.spec.Outcomes, *src.Outcomes[outs].DeepCopy())
+	case moreApprs:
+		r.spec.Approvals = append(r.spec.Approvals, *src.Approvals[apprs].DeepCopy())
+	default:
+		return false
+	}
+	return true
+}
+
+// revealInterventions gives the replay the interventions the Session applied in step k.
+func (r *replay) revealInterventions(k int64) {
+	for {
+		n := len(r.spec.Interventions)
+		if n >= len(r.src.Spec.Interventions) || n >= int(r.live.ProcessedInterventions) {
+			return
+		}
+		iv := r.src.Spec.Interventions[n]
+		if r.ivStep[iv.ID] != k {
+			return
+		}
+		r.spec.Interventions = append(r.spec.Interventions, *iv.DeepCopy())
+	}
+}
+
+// timeAt is when the Session took step k, as far as it records: the time of its last
+// history entry at or before k, else its start.
+func (r *replay) timeAt(k int64) time.Time {
+	t := r.src.Created
+	if s := r.live.StartTime; s != nil {
+		t = s.Time
+	}
+	for _, h := range r.live.History {
+		if h.Step <= k && !h.Time.IsZero() {
+			t = h.Time.Time
+		}
+	}
+	return t
+}
+
+// answer is the journaled answer to eff, asked at step: the Session's record of that
+// step with eff's kind and input hash. nil, with the divergence recorded, when the
+// Session has none: it asked another question there, or none.
+func (r *replay) answer(step int64, eff *engine.Effect) *flowv1.EffectRecord {
+	var other *flowv1.EffectRecord
+	for i := range r.live.Journal {
+		rec := &r.live.Journal[i]
+		if r.taken[i] || rec.Step != step {
+			continue
+		}
+		if rec.Kind == eff.Kind && (rec.InputHash == eff.InputHash || r.sameQuestion(rec, eff)) {
+			r.taken[i] = true
+			r.compareJournal(step)
+			out := rec.DeepCopy()
+			out.InputHash = eff.InputHash
+			return out
+		}
+		if other == nil {
+			other = rec
+		}
+	}
+	r.compareJournal(step)
+	if r.diverged != nil {
+		return nil
+	}
+	what := describeEffect(eff)
+	switch {
+	case other != nil && other.Kind == eff.Kind:
+		r.diverge(step, "journal "+other.ID, fmt.Sprintf("asks %s another question than the Session did (input hash %.12s, the Session's %.12s): its prompt, inputs or tools differ, so the journaled answer does not apply", what, eff.InputHash, other.InputHash))
+	case other != nil:
+		r.diverge(step, "journal "+other.ID, fmt.Sprintf("makes %s where the Session made a %s call", what, other.Kind))
+	default:
+		r.diverge(step, "journal", fmt.Sprintf("makes %s, a call the Session did not make: its journal holds no answer", what))
+	}
+	return nil
+}
+
+// sameQuestion reports whether rec, the Session's answer at this step, answers eff:
+// the Session's own revision asks, from the same status, the question rec answers,
+// and the agents see the same question in both.
+func (r *replay) sameQuestion(rec *flowv1.EffectRecord, eff *engine.Effect) bool {
+	if r.src.Revision == nil {
+		return false
+	}
+	_, own := engine.Step(r.src.Revision, r.in)
+	return own != nil && own.Kind == eff.Kind && own.InputHash == rec.InputHash && own.QuestionHash() == eff.QuestionHash()
+}
+
+func describeEffect(eff *engine.Effect) string {
+	switch {
+	case eff.Tool != nil:
+		return fmt.Sprintf("a %s call of tool %s", eff.Kind, eff.Tool.Tool)
+	case len(eff.Agents) > 0:
+		return fmt.Sprintf("a %s call of agent %s", eff.Kind, eff.Agents[0].Name)
+	}
+	return fmt.Sprintf("a %s call", eff.Kind)
+}
+
+// compareJournal records a divergence at the first step before upTo where the Session
+// made a call the replay did not.
+func (r *replay) compareJournal(before int64) {
+	for i := range r.live.Journal {
+		rec := &r.live.Journal[i]
+		if !r.taken[i] && rec.Step < before && rec.Step <= r.upTo {
+			r.diverge(rec.Step, "journal "+rec.ID, fmt.Sprintf("the Session made a %s call of %s here; on this revision it is not made", rec.Kind, rec.Agent))
+			return
+		}
+	}
+}
+
+// compareStep compares what step next.step left on record with the Session's record of
+// it: its history entries and its transcript exchanges.
+func (r *replay) compareStep(next *flowv1.SessionStatus) {
+	k := next.Step
+	got, want := entriesAt(next.History, k), entriesAt(r.live.History, k)
+	if kept(r.live.History, k) {
+		for i := range max(len(got), len(want)) {
+			field := fmt.Sprintf("history[step %d]", k)
+			switch {
+			case i >= len(want):
+				r.diverge(k, field, fmt.Sprintf("this revision takes %s, the Session took no transition", describe(got[i])))
+				return
+			case i >= len(got):
+				r.diverge(k, field, fmt.Sprintf("the Session took %s, this revision takes no transition", describe(want[i])))
+				return
+			}
+			if f, a, b, ok := firstDifference(entryFields(want[i]), entryFields(got[i])); ok {
+				r.diverge(k, field+"."+f, fmt.Sprintf("the Session has %s, this revision gives %s", a, b))
+				return
+			}
+		}
+	}
+	gx, wx := exchangesAt(next.Transcript, k), exchangesAt(r.live.Transcript, k)
+	if len(r.live.Transcript) > 0 && r.live.Transcript[0].Step <= k || r.live.TranscriptDropped == 0 {
+		for i := range min(len(gx), len(wx)) {
+			if gx[i].Assistant != wx[i].Assistant {
+				r.diverge(k, fmt.Sprintf("transcript[step %d].assistant", k), fmt.Sprintf("the Session replied %q, this revision replies %q",
+					truncate.Line(wx[i].Assistant, 120), truncate.Line(gx[i].Assistant, 120)))
+				return
+			}
+		}
+	}
+}
+
+// compareStatus compares the replay's final status with the Session's.
+func (r *replay) compareStatus() {
+	a, b := r.live, r.st
+	norm := func(p flowv1.Phase) flowv1.Phase {
+		if p == flowv1.PhaseWaitingForInput {
+			return flowv1.PhaseRunning // the replay is given only what the Session processed
+		}
+		return p
+	}
+	lastTurn := func(st *flowv1.SessionStatus) any {
+		if st.LastTurn == nil {
+			return nil
+		}
+		return map[string]any{"finishReason": st.LastTurn.FinishReason, "assistantText": st.LastTurn.AssistantText}
+	}
+	decision := func(st *flowv1.SessionStatus) any {
+		if d := st.LastDecision; d != nil {
+			return map[string]any{"id": d.ID, "transition": d.Transition, "from": d.From, "to": d.To, "action": d.Action, "state": d.State, "confidence": d.Confidence}
+		}
+		return nil
+	}
+	stalled := func(st *flowv1.SessionStatus) string {
+		// What the engine blocked; a Stalled condition of the controller (an agent
+		// error) is not the revision's doing.
+		reason, _ := engine.Blocked(st)
+		return reason
+	}
+	ctx := func(st *flowv1.SessionStatus) any {
+		var v any
+		if st.Context != nil {
+			_ = json.Unmarshal(st.Context.Raw, &v)
+		}
+		return v
+	}
+	want := map[string]any{"phase": norm(a.Phase), "currentPathway": a.CurrentPathway, "pathwayStack": a.PathwayStack, "iteration": a.Iteration,
+		"turns": a.Turns, "transitions": a.Transitions, "processedMessages": a.ProcessedMessages, "processedOutcomes": a.ProcessedOutcomes,
+		"processedApprovals": a.ProcessedApprovals, "lastTurn": lastTurn(a), "lastDecision": decision(a), "blocked": stalled(a),
+		"context": ctx(a), "usage": a.Usage}
+	got := map[string]any{"phase": norm(b.Phase), "currentPathway": b.CurrentPathway, "pathwayStack": b.PathwayStack, "iteration": b.Iteration,
+		"turns": b.Turns, "transitions": b.Transitions, "processedMessages": b.ProcessedMessages, "processedOutcomes": b.ProcessedOutcomes,
+		"processedApprovals": b.ProcessedApprovals, "lastTurn": lastTurn(b), "lastDecision": decision(b), "blocked": stalled(b),
+		"context": ctx(b), "usage": b.Usage}
+	if f, x, y, ok := firstDifference(jsonValue(want), jsonValue(got)); ok {
+		r.diverge(b.Step, "status."+f, fmt.Sprintf("the Session has %s, this revision gives %s", x, y))
+	}
+}
+
+// diverge records the first divergence: the earliest step wins.
+func (r *replay) diverge(step int64, field, msg string) {
+	if r.diverged != nil && r.diverged.Step <= step {
+		return
+	}
+	r.diverged = &engine.ReplayCheck{Revision: r.revision, Step: step, Field: field, Message: msg}
+}
+
+func (r *replay) verdict() *engine.ReplayCheck {
+	if r.diverged != nil {
+		return r.diverged
+	}
+	return &engine.ReplayCheck{Revision: r.revision, Reproduces: true}
+}
+
+func entriesAt(h []flowv1.HistoryEntry, step int64) []flowv1.HistoryEntry {
+	var out []flowv1.HistoryEntry
+	for _, e := range h {
+		if e.Step == step {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// kept reports whether history h still holds the entries of step (it keeps the last
+// limits.maxHistory).
+func kept(h []flowv1.HistoryEntry, step int64) bool {
+	return len(h) == 0 || h[0].Step <= step
+}
+
+func exchangesAt(t []flowv1.Exchange, step int64) []flowv1.Exchange {
+	var out []flowv1.Exchange
+	for _, x := range t {
+		if x.Step == step {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// entryFields is a history entry as compared: without its time, and, for an Upgrade,
+// without the reason that names the revision it came from.
+func entryFields(e flowv1.HistoryEntry) any {
+	e.Time = metav1.Time{}
+	if e.Intervention == flowv1.InterventionUpgrade {
+		e.Reason = ""
+	}
+	return jsonValue(e)
+}
+
+func describe(e flowv1.HistoryEntry) string {
+	s := fmt.Sprintf("%s -> %s", orDash(e.From), orDash(e.To))
+	if e.Action != "" {
+		s = fmt.Sprintf("%s (%s)", s, e.Action)
+	}
+	if e.Transition != "" {
+		s += " by " + e.Transition
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// jsonValue is v as decoded JSON, so that values compare as they are stored.
+func jsonValue(v any) any {
+	raw, _ := json.Marshal(v)
+	var out any
+	_ = json.Unmarshal(raw, &out)
+	return out
+}
+
+// firstDifference returns the first path (in key order) where two decoded JSON values
+// differ, with both values as compact JSON ("nothing" when absent).
+func firstDifference(a, b any) (string, string, string, bool) {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if !aok || !bok {
+		if reflect.DeepEqual(a, b) {
+			return "", "", "", false
+		}
+		return "", compact(a), compact(b), true
+	}
+	var keys []string
+	for k := range am {
+		keys = append(keys, k)
+	}
+	for k := range bm {
+		if _, ok := am[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		av, ina := am[k]
+		bv, inb := bm[k]
+		switch {
+		case !ina && !inb:
+		case !ina:
+			return k, "nothing", compact(bv), true
+		case !inb:
+			return k, compact(av), "nothing", true
+		default:
+			if p, x, y, ok := firstDifference(av, bv); ok {
+				if p != "" {
+					k += "." + p
+				}
+				return k, x, y, true
+			}
+		}
+	}
+	return "", "", "", false
+}
+
+func compact(v any) string {
+	raw, _ := json.Marshal(v)
+	return truncate.Line(string(raw), 160)
+}
