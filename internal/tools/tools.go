@@ -91,7 +91,7 @@ func (c *Caller) List(ctx context.Context, namespace string, server *flowv1.Tool
 	// requests: the listing client says it can when the journey answers them.
 	var opts *mcp.ClientOptions
 	if server.Sampling != nil {
-		opts = &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}}
+		opts = &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}} //nolint:staticcheck // sampling is deprecated from protocol 2026-07-28 and still served; servers use it
 	}
 	session, err := c.connect(ctx, namespace, server, "", opts)
 	if err != nil {
@@ -150,7 +150,7 @@ func clientOptions(hooks *agent.ToolHooks, sampled *sampledUsage) *mcp.ClientOpt
 	}
 	opts := &mcp.ClientOptions{}
 	if hooks.Sample != nil {
-		opts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+		opts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) { //nolint:staticcheck // sampling is deprecated from protocol 2026-07-28 and still served; servers use it
 			return sample(ctx, hooks.Sample, req.Params, sampled)
 		}
 	}
@@ -165,7 +165,7 @@ func clientOptions(hooks *agent.ToolHooks, sampled *sampledUsage) *mcp.ClientOpt
 
 // sample answers a server's sampling request with hook, adding what it used to
 // sampled. Content other than text is given to the model as a placeholder.
-func sample(ctx context.Context, hook func(context.Context, agent.SampleRequest) (agent.SampleResponse, error), p *mcp.CreateMessageParams, sampled *sampledUsage) (*mcp.CreateMessageResult, error) {
+func sample(ctx context.Context, hook func(context.Context, agent.SampleRequest) (agent.SampleResponse, error), p *mcp.CreateMessageParams, sampled *sampledUsage) (*mcp.CreateMessageResult, error) { //nolint:staticcheck // sampling is deprecated from protocol 2026-07-28 and still served; servers use it
 	req := agent.SampleRequest{SystemPrompt: p.SystemPrompt, MaxTokens: int(p.MaxTokens)}
 	for _, m := range p.Messages {
 		text := "[non-text content]"
@@ -179,7 +179,7 @@ func sample(ctx context.Context, hook func(context.Context, agent.SampleRequest)
 	if err != nil {
 		return nil, err
 	}
-	return &mcp.CreateMessageResult{Content: &mcp.TextContent{Text: resp.Text}, Model: resp.Model, Role: "assistant", StopReason: resp.StopReason}, nil
+	return &mcp.CreateMessageResult{Content: &mcp.TextContent{Text: resp.Text}, Model: resp.Model, Role: "assistant", StopReason: resp.StopReason}, nil //nolint:staticcheck // sampling is deprecated from protocol 2026-07-28 and still served; servers use it
 }
 
 // sampledUsage sums what the sampling requests of one call used.
