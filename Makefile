@@ -141,11 +141,17 @@ undeploy: ## Remove the manager (and the CRDs, with every Journey, Pathway and S
 ##@ Image
 
 IMAGE_TAR ?= bin/journey-operator.tar
+A2A_IMG ?= journey-operator-a2a-gateway:latest
+A2A_IMAGE_TAR ?= bin/journey-operator-a2a-gateway.tar
 IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
 
 .PHONY: image
 image: ## Build the manager's image as a docker-archive tarball ($(IMAGE_TAR), tagged $(IMG), the format of docker save) without Docker.
 	$(GO) run ./hack/image -package ./cmd/manager -binary bin/linux-$(IMAGE_ARCH)/manager -arch $(IMAGE_ARCH) -tag $(IMG) -out $(IMAGE_TAR)
+
+.PHONY: image-a2a-gateway
+image-a2a-gateway: ## Build the A2A gateway's image (docs/a2a.md) like `make image`: $(A2A_IMAGE_TAR), tagged $(A2A_IMG).
+	$(GO) run ./hack/image -package ./cmd/a2a-gateway -binary bin/linux-$(IMAGE_ARCH)/a2a-gateway -arch $(IMAGE_ARCH) -tag $(A2A_IMG) -out $(A2A_IMAGE_TAR)
 
 .PHONY: image-push
 image-push: ## Push $(IMAGE_TAR) to $(IMG) with crane (credentials from ~/.docker/config.json or crane auth login).

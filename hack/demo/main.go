@@ -85,8 +85,13 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("\nThe control plane stays up.\n\nWeb console (kubectl journey dashboard): %s\nClinic MCP server (docs/tools.md): %s\n\nIn another shell:\n\n  export KUBECONFIG=%s\n  export PATH=%s:$PATH   # for kubectl journey\n  kubectl get journeys,pathways,sessions\n\nPress Ctrl-C to stop.\n",
-			url, cl.URL, c.Kubeconfig, filepath.Join(c.Dir, "bin"))
+		gw, err := c.ServeA2A(localcluster.GatewayAddress, true)
+		if err != nil {
+			return err
+		}
+		defer gw.Close()
+		fmt.Printf("\nThe control plane stays up.\n\nWeb console (kubectl journey dashboard): %s\nClinic MCP server (docs/tools.md): %s\nA2A agent card of healthcare-referral (docs/a2a.md): %s/a2a/default/healthcare-referral/.well-known/agent-card.json\n\nIn another shell:\n\n  export KUBECONFIG=%s\n  export PATH=%s:$PATH   # for kubectl journey\n  kubectl get journeys,pathways,sessions\n\nPress Ctrl-C to stop.\n",
+			url, cl.URL, gw.URL, c.Kubeconfig, filepath.Join(c.Dir, "bin"))
 		<-ctx.Done()
 	}
 	return nil

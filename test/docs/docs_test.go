@@ -45,8 +45,21 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		clinicURL = cl.URL
+		gw, err := c.ServeA2A("127.0.0.1:0", false)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		gatewayURL = gw.URL
 	})
 }
+
+// gatewayURL is the A2A gateway the documents reach (docs/a2a.md): served on a free
+// port, given wherever a block names localcluster.GatewayAddress.
+var gatewayURL string
+
+// documentedGatewayURL is the URL of the A2A gateway that the documents name.
+const documentedGatewayURL = "http://" + localcluster.GatewayAddress
 
 // documentedClinicURL is the URL of the clinic MCP server that the documents name.
 const documentedClinicURL = "http://" + clinic.Address + "/mcp"
@@ -208,6 +221,7 @@ func (r *runner) run(file, md string) (ran int, errs []error) {
 		}
 		ran++
 		b.Text = strings.ReplaceAll(b.Text, documentedClinicURL, clinicURL)
+		b.Text = strings.ReplaceAll(b.Text, documentedGatewayURL, gatewayURL)
 		var err error
 		switch b.Lang {
 		case "console":

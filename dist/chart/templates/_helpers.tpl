@@ -76,3 +76,11 @@ namespaceSelector:
 {{- define "journey-operator.image" -}}
 {{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
 {{- end }}
+
+{{/* The A2A gateway's pod labels: not the manager's selector labels, so that neither
+the manager's Deployment nor its Services select the gateway's pods. */}}
+{{- define "journey-operator.a2aGatewaySelectorLabels" -}}
+app.kubernetes.io/name: {{ include "journey-operator.name" . }}-a2a-gateway
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: a2a-gateway
+{{- end }}
