@@ -41,8 +41,9 @@ const (
 	// decision id, by, reason and destination, and 64 bytes each. The CRD refuses more.
 	MaxApprovalsBytes = 6144
 	// MaxInterventionsBytes bounds spec.interventions: the sum over its interventions of
-	// their id, by, reason, feedback and pathway, and InterventionOverheadBytes each.
-	// The CRD refuses more. The largest single intervention fits.
+	// their id, by, reason, feedback, pathway, call, result and content (as JSON), and
+	// InterventionOverheadBytes each. The CRD refuses more (the admission webhook
+	// counts content). The largest single intervention fits.
 	MaxInterventionsBytes = 2000
 	// InterventionOverheadBytes is what an intervention costs in spec.interventions
 	// besides its strings (its action, step and limits).
@@ -119,6 +120,16 @@ func OutcomesBytes(outcomes []ExternalOutcome) int {
 	n := 0
 	for i := range outcomes {
 		n += OutcomeBytes(&outcomes[i])
+	}
+	return n
+}
+
+// Bytes is what intervention iv counts against MaxInterventionsBytes: its strings,
+// its content's JSON and InterventionOverheadBytes.
+func (iv *Intervention) Bytes() int {
+	n := len(iv.ID) + len(iv.By) + len(iv.Reason) + len(iv.Feedback) + len(iv.Pathway) + len(iv.Call) + len(iv.Result) + InterventionOverheadBytes
+	if iv.Content != nil {
+		n += len(iv.Content.Raw)
 	}
 	return n
 }

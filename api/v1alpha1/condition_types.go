@@ -71,6 +71,10 @@ const (
 	ReasonStackOverflow      = "StackOverflow"
 	ReasonAgentTerminalError = "AgentTerminalError"
 	ReasonInvalidSpec        = "InvalidSpec"
+	// ReasonOutcomeUnknown: a tool call was sent to a server that does not
+	// honour idempotency keys and its answer was never recorded; the Session
+	// waits for kubectl journey answer to say whether it was done.
+	ReasonOutcomeUnknown = "OutcomeUnknown"
 )
 
 // Completed: the Session finished (present once it did): True when it

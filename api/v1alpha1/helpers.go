@@ -192,3 +192,46 @@ func (f Failure) Summary() string {
 	}
 	return s
 }
+
+// Unkeyed reports whether the server does not honour idempotency keys (idempotency
+// None): a call sent to it is never sent again on its own.
+func (s *ToolServer) Unkeyed() bool {
+	return s != nil && s.Idempotency == ToolIdempotencyNone
+}
+
+// UnknownAction is the tool's onUnknown: AskHuman when it is not set.
+func (t *Tool) UnknownAction() OnUnknownAction {
+	if t == nil || t.OnUnknown == "" {
+		return OnUnknownAskHuman
+	}
+	return t.OnUnknown
+}
+
+// TurnToolCall returns the tool call of the turn in progress with id, nil when the
+// turn has none.
+func (s *SessionStatus) TurnToolCall(id string) *ToolCallProgress {
+	if s == nil || s.Turn == nil {
+		return nil
+	}
+	for i := range s.Turn.ToolCalls {
+		if s.Turn.ToolCalls[i].ID == id {
+			return &s.Turn.ToolCalls[i]
+		}
+	}
+	return nil
+}
+
+// UnknownToolCalls yields the tool calls of the turn in progress whose outcome is
+// unknown: they wait for an Answer intervention (or a probe).
+func (s *SessionStatus) UnknownToolCalls() iter.Seq[*ToolCallProgress] {
+	return func(yield func(*ToolCallProgress) bool) {
+		if s == nil || s.Turn == nil {
+			return
+		}
+		for i := range s.Turn.ToolCalls {
+			if s.Turn.ToolCalls[i].State == ToolCallOutcomeUnknown && !yield(&s.Turn.ToolCalls[i]) {
+				return
+			}
+		}
+	}
+}

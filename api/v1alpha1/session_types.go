@@ -122,7 +122,9 @@ type SessionSpec struct {
 	// runs the current pathway's last turn again, Goto moves it to another
 	// pathway, Rewind restores it to how it was after an earlier step. One that
 	// cannot apply is refused (a Warning Event and the Session's conditions say
-	// why) and still counts as processed. Append-only, keyed by id. A processed
+	// why) and still counts as processed. Answer answers a tool call that waits
+	// on a person (a call whose outcome is unknown) and applies while the turn is
+	// in progress. Append-only, keyed by id. A processed
 	// prefix may be dropped, in the same update that raises interventionsDropped
 	// by as many; what the list holds adds up to at most 2,000 bytes (any one
 	// intervention fits).
@@ -130,7 +132,7 @@ type SessionSpec struct {
 	// +listType=map
 	// +listMapKey=id
 	// +kubebuilder:validation:MaxItems=25
-	// +kubebuilder:validation:XValidation:rule="self.map(i, size(i.id) + (has(i.by) ? size(i.by) : 0) + (has(i.reason) ? size(i.reason) : 0) + (has(i.feedback) ? size(i.feedback) : 0) + (has(i.pathway) ? size(i.pathway) : 0) + (has(i.revision) ? size(i.revision) : 0) + 80).sum() <= 2000",message="spec.interventions would hold more than 2,000 bytes (ids, names, reasons, feedback and 80 bytes an intervention): drop the processed interventions from the front of spec.interventions and raise spec.interventionsDropped by as many"
+	// +kubebuilder:validation:XValidation:rule="self.map(i, size(i.id) + (has(i.by) ? size(i.by) : 0) + (has(i.reason) ? size(i.reason) : 0) + (has(i.feedback) ? size(i.feedback) : 0) + (has(i.pathway) ? size(i.pathway) : 0) + (has(i.revision) ? size(i.revision) : 0) + (has(i.call) ? size(i.call) : 0) + (has(i.result) ? size(i.result) : 0) + 80).sum() <= 2000",message="spec.interventions would hold more than 2,000 bytes (ids, names, reasons, feedback, answers and 80 bytes an intervention): drop the processed interventions from the front of spec.interventions and raise spec.interventionsDropped by as many"
 	Interventions []Intervention `json:"interventions,omitempty"`
 
 	// interventionsDropped is how many processed interventions have been
@@ -314,7 +316,7 @@ type Approval struct {
 }
 
 // InterventionAction is what a person asks of a Session.
-// +kubebuilder:validation:Enum=Resume;Retry;Goto;Rewind;Upgrade
+// +kubebuilder:validation:Enum=Resume;Retry;Goto;Rewind;Upgrade;Answer
 type InterventionAction string
 
 const (
@@ -334,6 +336,25 @@ const (
 	// journey, when a replay of its journal on that revision reproduces every
 	// step (or anyway, with force).
 	InterventionUpgrade InterventionAction = "Upgrade"
+	// InterventionAnswer answers what a tool call of the turn in progress
+	// waits on a person for: whether a call whose outcome is unknown was done.
+	InterventionAnswer InterventionAction = "Answer"
+)
+
+// AnswerOutcome is what a person says of a tool call an Answer names.
+// +kubebuilder:validation:Enum=Done;NotDone;Fail
+type AnswerOutcome string
+
+const (
+	// AnswerDone: the call was done; its result is the answer's content, else
+	// its result text.
+	AnswerDone AnswerOutcome = "Done"
+	// AnswerNotDone: the call was not done; it is sent again, with the same
+	// idempotency key.
+	AnswerNotDone AnswerOutcome = "NotDone"
+	// AnswerFail: the call failed (or is not to be made again); the model is
+	// told so, with the answer's reason, as the call's result.
+	AnswerFail AnswerOutcome = "Fail"
 )
 
 // Intervention is a person's act on a Session.
@@ -343,6 +364,9 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.step) == (self.action == 'Rewind')",message="step is required for action Rewind and belongs to no other action"
 // +kubebuilder:validation:XValidation:rule="has(self.revision) == (self.action == 'Upgrade')",message="revision is required for action Upgrade and belongs to no other action"
 // +kubebuilder:validation:XValidation:rule="!has(self.force) || !self.force || self.action == 'Upgrade'",message="force belongs to action Upgrade (it moves the Session even when the replay diverges)"
+// +kubebuilder:validation:XValidation:rule="has(self.call) == (self.action == 'Answer')",message="call is required for action Answer and belongs to no other action"
+// +kubebuilder:validation:XValidation:rule="has(self.outcome) == (self.action == 'Answer')",message="outcome is required for action Answer and belongs to no other action"
+// +kubebuilder:validation:XValidation:rule="(!has(self.result) && !has(self.content)) || self.action == 'Answer'",message="result and content belong to action Answer"
 type Intervention struct {
 	// id identifies the intervention; unique within the Session.
 	// +required
@@ -350,7 +374,7 @@ type Intervention struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9][-A-Za-z0-9_.]*$')",message="id must start with a letter or digit and contain only letters, digits, '-', '_' and '.'"
 	ID string `json:"id"`
-	// action is Resume, Retry, Goto, Rewind or Upgrade.
+	// action is Resume, Retry, Goto, Rewind, Upgrade or Answer.
 	// +required
 	Action InterventionAction `json:"action"`
 	// reason says why, for the Session's history and Events.
@@ -397,6 +421,30 @@ type Intervention struct {
 	// diverges; the history entry records it and who asked.
 	// +optional
 	Force bool `json:"force,omitempty"`
+	// call, for Answer only, is the id of the tool call answered (t-<step>-<index>,
+	// as status.turn.toolCalls and the Stalled condition name it).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Call string `json:"call,omitempty"`
+	// outcome, for Answer only, is what the person says of the call: Done (it was
+	// done: result or content is its result), NotDone (it was not: it is sent
+	// again, with the same idempotency key) or Fail (the call fails: the model is
+	// told so, with reason).
+	// +optional
+	Outcome AnswerOutcome `json:"outcome,omitempty"`
+	// result, for Answer only, is the call's result as text, for outcome Done.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Result string `json:"result,omitempty"`
+	// content, for Answer only, is the call's result as a JSON object, for
+	// outcome Done; it is the result instead of result when both are set. Its
+	// JSON counts against the 2,000 bytes of spec.interventions (the admission
+	// webhook checks it).
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Content *apiextensionsv1.JSON `json:"content,omitempty"`
 }
 
 // SessionStatus is where a Session is and how it got there.

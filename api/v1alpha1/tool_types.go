@@ -42,7 +42,28 @@ type ToolServer struct {
 	// agents. Off by default: a server's sampling request is refused.
 	// +optional
 	Sampling *ToolServerSampling `json:"sampling,omitempty"`
+	// idempotency says whether the server honours the idempotency key every call
+	// carries. Keyed (the default): a call interrupted after it was sent (a
+	// crash, a timeout, a lost connection) is sent again with the same key, and
+	// the server does its work once. None: the server would do it again, so such
+	// a call is never sent again on its own; its outcome is unknown, and the
+	// tool's onUnknown says what happens (docs/tools.md). Defaults to Keyed.
+	// +optional
+	Idempotency ToolIdempotency `json:"idempotency,omitempty"`
 }
+
+// ToolIdempotency says whether a tool server honours idempotency keys.
+// +kubebuilder:validation:Enum=Keyed;None
+type ToolIdempotency string
+
+const (
+	// ToolIdempotencyKeyed: the server does a call's work once per idempotency
+	// key, however often the call is sent.
+	ToolIdempotencyKeyed ToolIdempotency = "Keyed"
+	// ToolIdempotencyNone: the server ignores the key; a call sent twice may be
+	// done twice.
+	ToolIdempotencyNone ToolIdempotency = "None"
+)
 
 // ToolServerHeader is an HTTP header sent to a tool server, with a literal
 // value or one read from a Secret at each call.
@@ -100,6 +121,7 @@ const (
 // tools, or a builtin tool computed by CEL.
 // +kubebuilder:validation:XValidation:rule="has(self.server) != has(self.builtin)",message="exactly one of server and builtin must be set"
 // +kubebuilder:validation:XValidation:rule="!has(self.serverTool) || has(self.server)",message="serverTool needs server"
+// +kubebuilder:validation:XValidation:rule="has(self.probe) == (has(self.onUnknown) && self.onUnknown == 'Probe')",message="probe is required for onUnknown Probe and belongs to no other onUnknown"
 type Tool struct {
 	// name is the name agents see; unique in the journey.
 	// +required
@@ -148,6 +170,46 @@ type Tool struct {
 	// +optional
 	// +kubebuilder:default=None
 	Cache ToolCache `json:"cache,omitempty"`
+	// onUnknown says what happens when the outcome of a call to this tool is
+	// unknown: its server's idempotency is None and the call was sent but its
+	// answer never recorded (a crash, a timeout, a lost connection). AskHuman
+	// (the default) waits for a person to answer with kubectl journey answer;
+	// Probe calls the probe tool with the call's idempotency key to learn the
+	// outcome; Fail fails the call. Defaults to AskHuman.
+	// +optional
+	OnUnknown OnUnknownAction `json:"onUnknown,omitempty"`
+	// probe, for onUnknown Probe, is the read-only tool asked whether a call
+	// whose outcome is unknown was done.
+	// +optional
+	Probe *ToolProbe `json:"probe,omitempty"`
+}
+
+// OnUnknownAction is what happens to a call whose outcome is unknown.
+// +kubebuilder:validation:Enum=AskHuman;Probe;Fail
+type OnUnknownAction string
+
+const (
+	// OnUnknownAskHuman: the Session waits (Stalled, reason OutcomeUnknown) for
+	// an Answer intervention naming the call: done with a result, not done
+	// (sent again), or failed.
+	OnUnknownAskHuman OnUnknownAction = "AskHuman"
+	// OnUnknownProbe: the probe tool is called with the call's idempotency key;
+	// its answer says whether the call was done. When it cannot tell, a person
+	// is asked as for AskHuman.
+	OnUnknownProbe OnUnknownAction = "Probe"
+	// OnUnknownFail: the call fails; the model is told its outcome is unknown.
+	OnUnknownFail OnUnknownAction = "Fail"
+)
+
+// ToolProbe is a read-only tool that tells whether a call was done. It is
+// called with the arguments {"idempotencyKey": KEY, "tool": TOOL} and answers an
+// object: {"done": true, "result": ...} (the call was done; result, else the
+// whole answer, is its result), {"done": false} (it was not: it is sent
+// again). Any other answer, or a failed probe, leaves it to a person.
+type ToolProbe struct {
+	// tool is the journey tool to call (one of spec.tools).
+	// +required
+	Tool ToolName `json:"tool"`
 }
 
 // BuiltinTool is a tool computed offline.
@@ -193,7 +255,7 @@ type DiscoveredTool struct {
 }
 
 // ToolCallState is where a tool call stands.
-// +kubebuilder:validation:Enum=Pending;Done;Failed;Rejected
+// +kubebuilder:validation:Enum=Pending;Done;Failed;Rejected;OutcomeUnknown
 type ToolCallState string
 
 const (
@@ -207,6 +269,10 @@ const (
 	// ToolCallRejected: an approver rejected the call; the tool received
 	// nothing.
 	ToolCallRejected ToolCallState = "Rejected"
+	// ToolCallOutcomeUnknown: the call was sent to a server that does not honour
+	// idempotency keys and its answer was never recorded: whether it was done is
+	// not known, and it is not sent again on its own (see the tool's onUnknown).
+	ToolCallOutcomeUnknown ToolCallState = "OutcomeUnknown"
 )
 
 // ToolCallRecord is one tool call of a turn.
@@ -220,7 +286,7 @@ type ToolCallRecord struct {
 	// argsDigest is the SHA-256 (hex) of the call's canonical JSON arguments.
 	// +optional
 	ArgsDigest string `json:"argsDigest,omitempty"`
-	// state is Pending, Done, Failed or Rejected.
+	// state is Pending, Done, Failed, Rejected or OutcomeUnknown.
 	// +required
 	State ToolCallState `json:"state"`
 	// durationMs is how long the call took.
@@ -249,6 +315,11 @@ type ToolCallProgress struct {
 	// idempotencyKey is sent with the call; a retried call sends the same key.
 	// +required
 	IdempotencyKey string `json:"idempotencyKey"`
+	// sentAt is when the call was sent, for a server whose idempotency is
+	// None: it is written before the request is made, so a call found sent and
+	// not answered has an unknown outcome.
+	// +optional
+	SentAt *metav1.Time `json:"sentAt,omitempty"`
 	// args are the call's arguments.
 	// +optional
 	// +kubebuilder:validation:Type=object

@@ -117,8 +117,12 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 	}
 	progress := &progressWriter{client: r.Client, key: client.ObjectKeyFromObject(s), step: s.Status.Step, clock: r.Clock,
 		interval: cmp.Or(r.ToolProgressInterval, DefaultToolProgressInterval)}
-	loop := step.Loop{Performer: r.performer(s.Namespace, s.Spec.JourneyRef.Name, progress), StallRetry: terminalRetry, MoreSteps: moreSteps}
+	loop := step.Loop{Performer: r.performer(s.Namespace, s.Spec.JourneyRef.Name, progress), StallRetry: terminalRetry, MoreSteps: moreSteps,
+		WriteFirst: func(ctx context.Context, status *flowv1.SessionStatus) error {
+			return r.writeFirst(ctx, s, status, progress)
+		}}
 	in := step.InputOf(s, now)
+	in.Status = s.Status.DeepCopy() // writeFirst changes s.Status; the step reads what it started from
 	if r.Budgets != nil {
 		if in.Budgets, err = r.Budgets.Rooms(ctx, s, now); err != nil {
 			return sessionStep{then: failed(err)}
@@ -137,6 +141,10 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 	ctx, tr := r.Tracing.Begin(ctx, s)
 	notices := &noticeLog{}
 	res, err := loop.Step(agent.WithNotices(ctx, notices.add), snap, in)
+	var wf *writeFirstError
+	if errors.As(err, &wf) {
+		return sessionStep{then: wf.out, notices: notices.all()}
+	}
 	if err != nil {
 		return sessionStep{then: failed(err), progress: progress.progress(), notices: notices.all()}
 	}
@@ -156,6 +164,39 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 		st.then = outcome{kind: requeue, after: terminalRetry}
 	}
 	return st
+}
+
+// writeFirst writes status before the step makes a call that must not be made twice
+// (to a server without idempotency keys: status marks it sent), as finish writes, with
+// its Events; the step's own write (and the call's progress) follows from it. The
+// step's input is not changed: s takes the written status and resourceVersion.
+func (r *SessionReconciler) writeFirst(ctx context.Context, s *flowv1.Session, status *flowv1.SessionStatus, progress *progressWriter) error {
+	old, before := s.Status.DeepCopy(), s.DeepCopy()
+	next := status.DeepCopy()
+	engine.Observe(next, s.Generation)
+	if r.Audit != nil {
+		next.Audit = r.Audit.Cursor(s)
+	}
+	s.Status = *next
+	if out, ok := writeSessionStatus(ctx, r.Client, r.APIReader, before, s, false); !ok {
+		*s = *before
+		return &writeFirstError{out: out}
+	}
+	r.wrote(s, next.Step)
+	progress.wrote(next.Step)
+	r.emit(s, old, next)
+	return nil
+}
+
+// writeFirstError is a write before a call that failed: the reconcile ends with out,
+// the call not made.
+type writeFirstError struct{ out outcome }
+
+func (e *writeFirstError) Error() string {
+	if e.out.err != nil {
+		return "writing a tool call as sent: " + e.out.err.Error()
+	}
+	return "writing a tool call as sent: the status changed meanwhile"
 }
 
 // finish writes the step's status (the reconcile's one write), counts the step, emits

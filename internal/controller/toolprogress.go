@@ -77,3 +77,11 @@ func (w *progressWriter) progress() *flowv1.ToolProgress {
 	defer w.mu.Unlock()
 	return w.written
 }
+
+// wrote says the step wrote status step (before a call it must not make twice): the
+// progress written from now on is conditioned on it.
+func (w *progressWriter) wrote(step int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.step = step
+}

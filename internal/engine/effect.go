@@ -36,6 +36,14 @@ type Effect struct {
 	// request (a DecisionRequest without its ID). The next step applies a journaled
 	// answer only when the request it would make has the same hash.
 	InputHash string
+	// WriteFirst says the status returned with this CallTool effect marks the call
+	// sent (a server without idempotency keys): it must be written before the call
+	// is made, so that a call found sent and not answered is known to have an
+	// unknown outcome rather than sent again.
+	WriteFirst bool
+	// ReadOnly says the CallTool effect changes nothing (a probe): it may be made in
+	// any write, and again.
+	ReadOnly bool
 }
 
 func newEffect(kind flowv1.EffectKind, agents []flowv1.AgentSpec, pipeline flowv1.Pipeline, req any) *Effect {

@@ -107,7 +107,7 @@ func turnEqual(a, b *flowv1.TurnProgress) bool {
 		jsonEqual(a.PipelineOutputs, b.PipelineOutputs) && a.PipelineReply == b.PipelineReply &&
 		slices.EqualFunc(a.ToolCalls, b.ToolCalls, func(x, y flowv1.ToolCallProgress) bool {
 			return x.ToolCallRecord == y.ToolCallRecord && x.IdempotencyKey == y.IdempotencyKey && x.AwaitingApproval == y.AwaitingApproval &&
-				jsonEqual(x.Args, y.Args) && jsonEqual(x.Result, y.Result) && x.AssistantText == y.AssistantText
+				jsonEqual(x.Args, y.Args) && jsonEqual(x.Result, y.Result) && x.AssistantText == y.AssistantText && timeEqual(x.SentAt, y.SentAt)
 		})
 }
 

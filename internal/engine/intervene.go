@@ -22,6 +22,13 @@ func (r *run) interventionsPending() bool {
 	return r.st.ProcessedInterventions < r.spec.InterventionCount()
 }
 
+// answerPending reports whether the next intervention is an Answer, which applies
+// while a turn is in progress (it answers what a call of the turn waits for).
+func (r *run) answerPending() bool {
+	iv, ok := r.spec.InterventionAt(max(r.st.ProcessedInterventions, r.spec.InterventionsDropped))
+	return ok && iv.Action == flowv1.InterventionAnswer
+}
+
 // intervene processes the next intervention: it applies, or it is refused with why
 // (still counted as processed).
 func (r *run) intervene() {
@@ -57,6 +64,8 @@ func (r *run) apply(iv *flowv1.Intervention) string {
 		return r.rewind(iv)
 	case flowv1.InterventionUpgrade:
 		return r.upgrade(iv)
+	case flowv1.InterventionAnswer:
+		return r.answerCall(iv)
 	}
 	return fmt.Sprintf("action %q is not one this operator knows", iv.Action)
 }
@@ -92,6 +101,8 @@ func (r *run) cannotLift(block string) string {
 		if why, over := r.overBudget(); over {
 			return why + ": resume with a higher limits.budget"
 		}
+	case flowv1.ReasonOutcomeUnknown:
+		return "the outcome of a tool call is unknown: say what became of it with kubectl journey answer" + r.waitingCalls()
 	}
 	return ""
 }

@@ -224,7 +224,8 @@ func (r *run) planModelCall(p *flowv1.PathwaySpec, mc flowv1.ModelToolCall, ctx 
 }
 
 // settleCall brings call c of a ReAct turn as far as it can go in this step: shown
-// for approval, approved or rejected, made, or answered. settled is false when the
+// for approval, approved or rejected, made, answered, or settled when its outcome is
+// unknown (unknown.go). settled is false when the
 // step ends on it; res is then what the stage does.
 func (r *run) settleCall(c *flowv1.ToolCallProgress, ctx map[string]any) (res stageResult, settled bool) {
 	if c.State == flowv1.ToolCallPending && c.AwaitingApproval {
@@ -240,13 +241,13 @@ func (r *run) settleCall(c *flowv1.ToolCallProgress, ctx map[string]any) (res st
 			r.addFailure(toolFailure(c))
 		}
 	}
-	if c.State != flowv1.ToolCallPending {
-		return turnOver, true
+	if c.State == flowv1.ToolCallPending && r.applyToolAnswer(c) && c.State == flowv1.ToolCallFailed {
+		r.addFailure(toolFailure(c))
 	}
-	if r.applyToolAnswer(c) {
-		if c.State == flowv1.ToolCallFailed {
-			r.addFailure(toolFailure(c))
-		}
+	if res, wait := r.unknownOutcome(c, true); wait {
+		return res, false
+	}
+	if c.State != flowv1.ToolCallPending {
 		return turnOver, true
 	}
 	if r.wroteAhead(c) {

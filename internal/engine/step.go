@@ -126,8 +126,9 @@ func (r *run) do() *Effect {
 		}
 	}
 	// Interventions go first, one a step, between turns (or when a cap stopped a turn;
-	// an Upgrade at once: the turn goes on on the revision it moves to).
-	if r.interventionsPending() && (st.Turn == nil || r.blocked() || r.upgradeNext()) {
+	// an Upgrade at once: the turn goes on on the revision it moves to; an Answer to
+	// the tool call the turn waits on).
+	if r.interventionsPending() && (st.Turn == nil || r.blocked() || r.upgradeNext() || r.answerPending()) {
 		r.intervene()
 		return nil
 	}
@@ -218,6 +219,7 @@ var blockReasons = map[string]bool{
 	flowv1.ReasonSessionTimeout:  true,
 	flowv1.ReasonIdleTimeout:     true,
 	flowv1.ReasonBudgetExceeded:  true,
+	flowv1.ReasonOutcomeUnknown:  true,
 }
 
 // Blocked reports whether the engine has blocked the Session (a cap or loop

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
@@ -80,6 +81,11 @@ func (c *checker) tools(j *flowv1.JourneySpec, pathways map[string]*flowv1.Pathw
 			c.add("%s: server %q is not declared in spec.toolServers", where, t.Server)
 		}
 		c.cel(where+": when", t.When)
+	}
+	for _, t := range j.Tools {
+		if t.Probe != nil && !declared[string(t.Probe.Tool)] {
+			c.add("tool %s: onUnknown probe tool %q is not declared in spec.tools", t.Name, t.Probe.Tool)
+		}
 	}
 	for _, entry := range j.Pathways {
 		p := pathways[string(entry.Name)]
@@ -212,7 +218,13 @@ func (r *run) builtinTools(p *flowv1.PathwaySpec, req agent.PathwayRequest) (res
 				return nil, res, false
 			}
 		}
-		if c.State == flowv1.ToolCallPending && !r.applyToolAnswer(c) {
+		if c.State == flowv1.ToolCallPending {
+			r.applyToolAnswer(c)
+		}
+		if res, wait := r.unknownOutcome(c, false); wait {
+			return nil, res, false
+		}
+		if c.State == flowv1.ToolCallPending {
 			if r.wroteAhead(c) {
 				return nil, stageResult{pause: true}, false
 			}
@@ -374,16 +386,13 @@ func (r *run) applyToolAnswer(c *flowv1.ToolCallProgress) bool {
 	u.ToolCalls++ // the call was made: its answer, result or failure, is applied
 	r.addUsage(u)
 	c.DurationMs = p.Result.DurationMs
-	if f := p.Result.Failure; f != nil {
+	if f := p.Result.Failure; f != nil && c.SentAt != nil && lostAnswer(f) {
+		// The request may have reached a server that does not honour the key.
+		c.State, c.Error = flowv1.ToolCallOutcomeUnknown, truncate.Bytes(fmt.Sprintf("sent at %s, no answer: %s", c.SentAt.UTC().Format(time.RFC3339), f.Message), 1024, "")
+	} else if f != nil {
 		c.State, c.Error = flowv1.ToolCallFailed, truncate.Bytes(f.Message, 1024, "")
 	} else {
-		c.State, c.Result = flowv1.ToolCallDone, p.Result.ToolResult.DeepCopy()
-		if c.Result == nil {
-			c.Result = &apiextensionsv1.JSON{Raw: []byte("null")}
-		}
-		if t, ok := r.snap.tool(c.Tool); ok && t.Cache == flowv1.ToolCacheSession {
-			r.remember(c)
-		}
+		r.settleDone(c, p.Result.ToolResult.DeepCopy())
 	}
 	r.syncToolCall(c)
 	return true
@@ -414,7 +423,12 @@ func (r *run) waitTool(c *flowv1.ToolCallProgress, ctx map[string]any) stageResu
 	if why, over := r.samplingUnaffordable(req.Sampling); over {
 		return r.stallOnBudget(why)
 	}
-	return waitOn(newEffect(flowv1.EffectCallTool, nil, "", req))
+	eff := newEffect(flowv1.EffectCallTool, nil, "", req)
+	if r.unkeyed(c) {
+		// Sent at most once: the mark is written before the request is made.
+		c.SentAt, eff.WriteFirst = &r.now, true
+	}
+	return waitOn(eff)
 }
 
 // cached returns the Session's cached result of tool with args digest, nil for none.

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -42,6 +44,12 @@ type InterventionRequest struct {
 	// moves it even when the replay of its journal diverges there.
 	Revision string
 	Force    bool
+	// Call is the tool call answered, Outcome what became of it, Result and Content
+	// its result for Done (Answer only).
+	Call    string
+	Outcome flowv1alpha1.AnswerOutcome
+	Result  string
+	Content *apiextensionsv1.JSON
 	// DryRun, when server, has the API server admit the intervention without storing
 	// it; when client, nothing is sent.
 	DryRun dryRun
@@ -81,6 +89,7 @@ func Intervene(ctx context.Context, c client.Client, key types.NamespacedName, r
 				ID: nextInterventionID(&s.Spec), Action: r.Action, Reason: r.Reason,
 				Limits: r.Limits, Feedback: r.Feedback, Pathway: flowv1alpha1.Name(r.Pathway), Step: r.Step,
 				Revision: r.Revision, Force: r.Force,
+				Call: r.Call, Outcome: r.Outcome, Result: r.Result, Content: r.Content,
 			},
 			Index:      s.Spec.InterventionCount(),
 			StepBefore: s.Status.Step,
@@ -125,6 +134,9 @@ func (r *InterventionRequest) validate() error {
 	if r.Step != nil && *r.Step < 0 {
 		return fmt.Errorf("--to-step must be 0 or more, got %d", *r.Step)
 	}
+	if len(r.Result) > 1024 {
+		return fmt.Errorf("--done is %d characters; at most 1024 are kept (a larger result goes in --content)", len(r.Result))
+	}
 	return nil
 }
 
@@ -146,6 +158,18 @@ func acceptsIntervention(ctx context.Context, c client.Client, s *flowv1alpha1.S
 		}
 	case flowv1alpha1.InterventionUpgrade:
 		return upgradeTarget(ctx, c, s, r.Revision)
+	case flowv1alpha1.InterventionAnswer:
+		if c := s.Status.TurnToolCall(r.Call); c == nil || c.State != flowv1alpha1.ToolCallOutcomeUnknown {
+			var ids []string
+			for c := range s.Status.UnknownToolCalls() {
+				ids = append(ids, c.ID)
+			}
+			waiting := "no tool call of it waits for an answer"
+			if len(ids) > 0 {
+				waiting = "waiting for an answer: " + strings.Join(ids, ", ")
+			}
+			return fmt.Errorf("tool call %s of session/%s does not wait for an answer (%s)", r.Call, s.Name, waiting)
+		}
 	}
 	return nil
 }
@@ -277,7 +301,7 @@ func refusal(ctx context.Context, c client.Client, s *flowv1alpha1.Session, sent
 	return "", nil
 }
 
-// interveneOptions are the flags of resume, retry, goto and rewind.
+// interveneOptions are the flags of resume, retry, goto, rewind and answer.
 type interveneOptions struct {
 	changeOptions
 	limitFlags
@@ -285,6 +309,10 @@ type interveneOptions struct {
 	step     int32
 	revision string
 	force    bool
+	done     string
+	notDone  bool
+	fail     bool
+	content  string
 }
 
 const resumeExample = `  # Resume a Session that a cap, loop prevention or a timeout stopped
@@ -307,6 +335,15 @@ const upgradeExample = `  # Move a Session to the journey's ready revision when 
 
   # Move it even though a step would have gone otherwise, saying why
   kubectl journey upgrade patient-12345 --to-revision healthcare-referral-7c9d5f6b8 --force --reason "the old prompt was wrong"`
+
+const answerExample = `  # A booking call whose outcome is unknown was in fact made: give the model its result
+  kubectl journey answer patient-12345 t-7-0 --done "booked slot 10:30, confirmation C-881" --wait
+
+  # It was not made: send it again (with the same idempotency key)
+  kubectl journey answer patient-12345 t-7-0 --not-done
+
+  # Give up on it: the model is told the call failed, and why
+  kubectl journey answer patient-12345 t-7-0 --fail --reason "the clinic's system is down"`
 
 const rewindExample = `  # Restore a Session to how it was after step 12 (see kubectl journey history -o wide)
   kubectl journey rewind patient-12345 --to-step 12 --reason "wrong doctor booked" --wait`
@@ -365,6 +402,24 @@ moves it anyway, and its history records that it was forced and by whom.`
 		cmd.Flags().StringVar(&io.revision, "to-revision", "", "The Journey revision to move the Session to (required; the Journey's status.readyRevision is the newest valid one)")
 		cmd.Flags().BoolVar(&io.force, "force", false, "Move the Session even when the replay of its journal diverges on the revision")
 		_ = cmd.MarkFlagRequired("to-revision")
+	case flowv1alpha1.InterventionAnswer:
+		cmd.Use = "answer SESSION CALL (--done RESULT | --not-done | --fail [--reason TEXT])"
+		cmd.Short = "Say what became of a tool call whose outcome is unknown"
+		cmd.Long = `Append an Answer intervention to spec.interventions for the tool call CALL (its id,
+t-<step>-<index>, as the Session's Stalled condition and 'kubectl journey history' show
+it). A call to a tool server whose idempotency is None that was sent but never answered
+has an unknown outcome, and is not sent again on its own: say what became of it.
+--done RESULT: it was done, RESULT is its result (--content gives a JSON object instead);
+--not-done: it was not, send it again (with the same idempotency key); --fail: the call
+fails, and the model is told so, with --reason.`
+		cmd.Example = answerExample
+		cmd.Args = exactArgs(2, "SESSION and CALL")
+		cmd.Flags().StringVar(&io.done, "done", "", "The call was done: RESULT is its result, as text")
+		cmd.Flags().BoolVar(&io.notDone, "not-done", false, "The call was not done: send it again, with the same idempotency key")
+		cmd.Flags().BoolVar(&io.fail, "fail", false, "The call fails: the model is told so, with --reason")
+		cmd.Flags().StringVar(&io.content, "content", "", "With --done: the call's result as a JSON object, instead of text")
+		cmd.MarkFlagsMutuallyExclusive("done", "not-done", "fail")
+		cmd.MarkFlagsOneRequired("done", "not-done", "fail")
 	}
 	cmd.Long += `
 
@@ -406,6 +461,10 @@ func (io *interveneOptions) run(ctx context.Context, fs *pflag.FlagSet, action f
 			return errors.New("--to-revision must not be empty")
 		}
 		r.Revision, r.Force = io.revision, io.force
+	case flowv1alpha1.InterventionAnswer:
+		if err := io.answer(fs, &r, args[1]); err != nil {
+			return err
+		}
 	}
 	name := args[0]
 	key, c, err := io.target(name)
@@ -435,6 +494,34 @@ func (io *interveneOptions) run(ctx context.Context, fs *pflag.FlagSet, action f
 		return err
 	}
 	return printOutcome(io.Out, s, sent, o)
+}
+
+// answer fills r with the Answer the flags give for call.
+func (io *interveneOptions) answer(fs *pflag.FlagSet, r *InterventionRequest, call string) error {
+	if call == "" {
+		return errors.New("CALL must not be empty")
+	}
+	r.Call = call
+	switch {
+	case fs.Changed("done"):
+		r.Outcome, r.Result = flowv1alpha1.AnswerDone, io.done
+	case io.notDone:
+		r.Outcome = flowv1alpha1.AnswerNotDone
+	case io.fail:
+		r.Outcome = flowv1alpha1.AnswerFail
+	}
+	if io.content == "" {
+		return nil
+	}
+	if r.Outcome != flowv1alpha1.AnswerDone {
+		return errors.New("--content goes with --done: it is the result of a call that was done")
+	}
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(io.content), &obj); err != nil || obj == nil {
+		return fmt.Errorf("--content must be a JSON object: %s", io.content)
+	}
+	r.Content = &apiextensionsv1.JSON{Raw: []byte(io.content)}
+	return nil
 }
 
 // printOutcome prints what became of an intervention and where the Session stands.

@@ -121,6 +121,13 @@ type Loop struct {
 	// rooms are in the Input): each call's worst case is reserved in it before the call
 	// is made, and each answer is charged to them in the status that journals it.
 	Budgets Reserver
+	// WriteFirst, when set, writes status before the effect returned with it is made,
+	// when the engine asks for that (Effect.WriteFirst: a call to a server without
+	// idempotency keys, marked sent); the step's own write then follows from the
+	// status written. It must not keep status. An error stops the step, the call not
+	// made. Without it the call is made with no write first (an offline run, which has
+	// no second attempt to guard against).
+	WriteFirst func(ctx context.Context, status *flowv1.SessionStatus) error
 }
 
 // Reserver is the Session's port to the ledger of its Budgets.
@@ -157,6 +164,7 @@ const maxReserveTries = 4
 func (l *Loop) Step(ctx context.Context, snap *engine.Snapshot, in Input) (Result, error) {
 	res := Result{Outcome: Changed}
 	status, modelCalls := in.Status, 0
+	written := in.Status // what the Session has on the API server
 steps:
 	for taken := 0; taken < maxStepsPerWrite; taken++ {
 		next := in.Input
@@ -176,17 +184,25 @@ steps:
 				break steps // nothing more to do
 			case status.PendingEffect == nil && taken > l.MoreSteps:
 				break steps // the write carries enough
-			case eff != nil && !mayPerform(eff, in.Status, modelCalls):
+			case eff != nil && !mayPerform(eff, written, modelCalls):
 				break steps // left for the next write
 			}
 		}
 		if eff != nil {
-			ans, err := l.perform(ctx, snap, status, in.Now, eff)
+			before := status
+			if eff.WriteFirst && l.WriteFirst != nil {
+				if err := l.WriteFirst(ctx, st); err != nil {
+					res.Status, res.Effect = st, eff
+					return res, err
+				}
+				written, before = st.DeepCopy(), st.DeepCopy()
+			}
+			ans, err := l.perform(ctx, snap, before, in.Now, eff)
 			if err != nil {
 				res.Status, res.Effect = st, eff
 				return res, err
 			}
-			if failed, ok := l.agentFailed(snap, status, in, eff, &ans); ok {
+			if failed, ok := l.agentFailed(snap, before, in, eff, &ans); ok {
 				failed.Effect = eff
 				return failed, nil
 			}
@@ -236,12 +252,13 @@ func isModelCall(eff *engine.Effect) bool {
 // mayPerform reports whether a write that already performed modelCalls model calls
 // may also perform eff: a model call when it is the write's first; a server tool
 // call when written holds its write-ahead record (the status the Session has
-// written); a builtin tool call always, as it is pure.
+// written); a builtin tool call and a read-only probe always, as they change
+// nothing.
 func mayPerform(eff *engine.Effect, written *flowv1.SessionStatus, modelCalls int) bool {
 	if isModelCall(eff) {
 		return modelCalls == 0
 	}
-	if eff.Tool.Builtin != "" {
+	if eff.Tool.Builtin != "" || eff.ReadOnly {
 		return true
 	}
 	if written == nil || written.Turn == nil {

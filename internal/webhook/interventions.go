@@ -61,7 +61,7 @@ func checkInterventionForgery(ivs []flowv1.Intervention, from int, user string) 
 func checkInterventions(ctx context.Context, paths approverLookup, old, s *flowv1.Session) field.ErrorList {
 	from := newInterventionsFrom(&old.Spec, &s.Spec)
 	st := &old.Status // the stored status: a create has none
-	var errs field.ErrorList
+	errs := checkInterventionsSize(s.Spec.Interventions, from)
 	for i := from; i < len(s.Spec.Interventions); i++ {
 		iv := s.Spec.Interventions[i]
 		p := interventionsPath.Index(i)
@@ -94,6 +94,11 @@ func checkInterventions(ctx context.Context, paths approverLookup, old, s *flowv
 					"nothing stops session/%s (phase %s): Resume lifts a cap, loop prevention, the retry limit, a timeout or a failure",
 					s.Name, orUnknown(string(st.Phase)))))
 			}
+		case flowv1.InterventionAnswer:
+			if c := st.TurnToolCall(iv.Call); c == nil || c.State != flowv1.ToolCallOutcomeUnknown {
+				errs = append(errs, field.Invalid(p.Child("call"), iv.Call, fmt.Sprintf(
+					"tool call %s of session/%s does not wait for an answer%s", iv.Call, s.Name, waitingCalls(st))))
+			}
 		case flowv1.InterventionRewind:
 			if iv.Step == nil {
 				continue
@@ -111,6 +116,36 @@ func checkInterventions(ctx context.Context, paths approverLookup, old, s *flowv
 		}
 	}
 	return errs
+}
+
+// checkInterventionsSize refuses an update whose spec.interventions would hold more
+// than flowv1.MaxInterventionsBytes with the answers' content counted (the CRD
+// counts the strings, which is all it can measure).
+func checkInterventionsSize(ivs []flowv1.Intervention, from int) field.ErrorList {
+	if from >= len(ivs) {
+		return nil
+	}
+	n := 0
+	for i := range ivs {
+		n += ivs[i].Bytes()
+	}
+	if n <= flowv1.MaxInterventionsBytes {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(interventionsPath, n, fmt.Sprintf("spec.interventions would hold %d bytes (ids, names, reasons, feedback, answers and their content, and %d bytes an intervention), more than %d: drop the processed interventions from the front of spec.interventions and raise spec.interventionsDropped by as many",
+		n, flowv1.InterventionOverheadBytes, flowv1.MaxInterventionsBytes))}
+}
+
+// waitingCalls names the tool calls of the turn in progress that wait for an answer.
+func waitingCalls(st *flowv1.SessionStatus) string {
+	var ids []string
+	for c := range st.UnknownToolCalls() {
+		ids = append(ids, c.ID)
+	}
+	if len(ids) == 0 {
+		return " (no tool call waits for one)"
+	}
+	return " (waiting: " + strings.Join(ids, ", ") + ")"
 }
 
 // gotoTarget says why pathway is not one the Session can go to: its journey revision
