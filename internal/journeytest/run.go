@@ -20,8 +20,11 @@ import (
 type Result struct {
 	// Name and Path identify the test.
 	Name, Path string
-	// Revision is the revision the manifests compiled to.
+	// Revision is the revision the manifests compiled to, Journey its journey and
+	// Data what it holds.
 	Revision string
+	Journey  string
+	Data     *RevisionData
 	// Err is set when the test could not run at all (a bad file, an invalid journey).
 	Err error
 	// Steps are the steps' results, in order.
@@ -47,6 +50,10 @@ type StepResult struct {
 	Replies []string
 	// Effects describe the LLM calls the step made.
 	Effects []string
+	// Decisions are the decisions the step made, each as first written: its state
+	// (Applied, RetriedWithFeedback, Pending, Escalated) is the band its confidence
+	// fell in.
+	Decisions []flowv1.DecisionRecord
 	// Failures are the expectations that did not hold, one line each.
 	Failures []string
 	// Err is set when the step could not run (a missing answer, an engine that does not
@@ -125,7 +132,7 @@ func Run(c *Case) *Result {
 		res.Err = err
 		return res
 	}
-	res.Revision = rev
+	res.Revision, res.Journey, res.Data = rev, c.Journey, c.Data
 	if c.Revision != "" && c.Revision != rev {
 		res.Err = fmt.Errorf("the manifests compile to revision %s, not %s: they are not the journey revision the test was recorded on", rev, c.Revision)
 		return res
@@ -195,6 +202,7 @@ func (s *session) run(i int, step *Step, answers answerer) StepResult {
 		sr.History = append(sr.History, p.history...)
 		sr.Replies = append(sr.Replies, p.replies...)
 		sr.Effects = append(sr.Effects, p.effects...)
+		sr.Decisions = append(sr.Decisions, p.decisions...)
 		if err != nil {
 			sr.Err = err
 			return false

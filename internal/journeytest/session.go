@@ -69,6 +69,9 @@ type progress struct {
 	history []flowv1.HistoryEntry
 	replies []string
 	effects []string
+	// decisions are the decisions made, each as it was first written (its state
+	// then is the confidence band it fell in).
+	decisions []flowv1.DecisionRecord
 	// stalled is set when an agent failed terminally: the controller stalls the Session
 	// and waits for a change of its spec.
 	stalled bool
@@ -117,6 +120,9 @@ func (s *session) settle(a answerer) (*progress, error) {
 			if h.Step > s.st.Step {
 				p.history = append(p.history, h)
 			}
+		}
+		if d := res.Status.LastDecision; d != nil && (s.st.LastDecision == nil || s.st.LastDecision.ID != d.ID) {
+			p.decisions = append(p.decisions, *d.DeepCopy())
 		}
 		if text, ok := finishedReply(s.st, res.Status); ok {
 			p.replies = append(p.replies, text)

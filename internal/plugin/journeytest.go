@@ -21,11 +21,13 @@ func init() {
 
 // journeyTestCommands are test, record and replay: journey tests run offline.
 func journeyTestCommands(o *Options) []*cobra.Command {
-	return []*cobra.Command{newTestCommand(o), newRecordCommand(o), newReplayCommand(o)}
+	return []*cobra.Command{newTestCommand(o), newRecordCommand(o), newReplayCommand(o), newDiffCommand(o)}
 }
 
 func newTestCommand(o *Options) *cobra.Command {
 	var junit string
+	var coverage bool
+	var minCoverage float64
 	cmd := &cobra.Command{
 		Use:   "test FILE|DIR...",
 		Short: "Run journey tests offline",
@@ -37,14 +39,28 @@ the way the Journey controller compiles them, and the engine is driven the way t
 Session controller drives it, with a fixed clock. LLM (openai) agents answer from the
 answers recorded in the test. A directory runs every *.yaml file in it.
 
-The command prints a table per test and a summary, and exits non-zero when a test fails.`,
+The command prints a table per test and a summary, and exits non-zero when a test fails.
+
+--coverage adds, per journey, the share of what it declares that the tests reached:
+its transitions (each destination of an outcome transition or a decision, next,
+a detour's return, each global transition), its decisions' confidence bands
+(autoAdvance, retryWithFeedback, requireApproval, escalate, as its thresholds leave
+them) and its pathways' outcomes (onSuccess, onFailure, onPartialSuccess,
+onUnclear), and lists what no test reached. --min-coverage fails the command when a
+journey's total coverage is below it (a percentage).`,
 		Example: `  # Run the sample journeys' tests
   kubectl journey test config/samples/tests
 
   # Run one test and write JUnit XML for CI
-  kubectl journey test config/samples/tests/healthcare-referral.yaml --junit journeys.xml`,
+  kubectl journey test config/samples/tests/healthcare-referral.yaml --junit journeys.xml
+
+  # Show what the tests leave uncovered, and fail under 40%
+  kubectl journey test config/samples/tests --coverage --min-coverage 40`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if minCoverage < 0 || minCoverage > 100 {
+				return fmt.Errorf("--min-coverage: %g is not a percentage between 0 and 100", minCoverage)
+			}
 			files, err := testFiles(args)
 			if err != nil {
 				return err
@@ -67,14 +83,38 @@ The command prints a table per test and a summary, and exits non-zero when a tes
 					return fmt.Errorf("writing %s: %w", junit, werr)
 				}
 			}
+			var low []string
+			if coverage || cmd.Flags().Changed("min-coverage") {
+				low = printCoverage(o, results, minCoverage)
+			}
 			if failed > 0 {
 				return fmt.Errorf("%d of %d journey tests failed", failed, len(results))
+			}
+			if len(low) > 0 {
+				return fmt.Errorf("coverage below --min-coverage %g%%: %s", minCoverage, strings.Join(low, ", "))
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&junit, "junit", "", "Also write the results as JUnit XML to this file")
+	cmd.Flags().BoolVar(&coverage, "coverage", false, "Also report the transitions, decision bands and outcomes of each journey that the tests reached")
+	cmd.Flags().Float64Var(&minCoverage, "min-coverage", 0, "Fail when a journey's total coverage is below this percentage (implies --coverage)")
 	return cmd
+}
+
+// printCoverage writes the tests' coverage and returns the journeys below min, with
+// their coverage.
+func printCoverage(o *Options, results []*journeytest.Result, minCoverage float64) []string {
+	cov := journeytest.Coverage(results)
+	fmt.Fprintln(o.Out)
+	journeytest.PrintCoverage(o.Out, cov)
+	var low []string
+	for _, c := range cov {
+		if c.Percent() < minCoverage {
+			low = append(low, fmt.Sprintf("%s %.1f%%", c.Journey, c.Percent()))
+		}
+	}
+	return low
 }
 
 // testFiles expands directories into their *.yaml and *.yml files, sorted.

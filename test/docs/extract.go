@@ -119,10 +119,14 @@ type Command struct {
 }
 
 // ExpectsError reports whether the shown output is an error: kubectl and the plugin
-// print "error: ..." and exit 1, and kubectl prints an object the API server or an
-// admission webhook refused as invalid as `The Kind "name" is invalid: ...`.
+// print "error: ..." and exit 1 (after a report, for commands that fail on what they
+// report, as kubectl diff and kubectl journey diff do: the last line is the error),
+// and kubectl prints an object the API server or an admission webhook refused as
+// invalid as `The Kind "name" is invalid: ...`.
 func (c Command) ExpectsError() bool {
-	return strings.HasPrefix(c.Output, "error:") || refusedAsInvalid.MatchString(c.Output)
+	lines := strings.Split(strings.TrimRight(c.Output, "\n"), "\n")
+	return strings.HasPrefix(c.Output, "error:") || strings.HasPrefix(lines[len(lines)-1], "error:") ||
+		refusedAsInvalid.MatchString(c.Output)
 }
 
 // refusedAsInvalid is how kubectl starts the message of a refusal with reason Invalid.

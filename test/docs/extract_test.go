@@ -64,6 +64,8 @@ func TestExtract(t *testing.T) {
 		"The Journey \"front-desk\" is invalid: spec: Invalid value: transition vip: ...\n": true,
 		"journey.flow.journey.dev/front-desk configured\n":                                  false,
 		"Journey \"x\" is invalid: it says so in its Ready condition\n":                     false,
+		"SESSION  STEP\nwalk-in  2\nerror: 1 of 1 recorded Sessions change\n":               true,
+		"the word error: in the middle\nends well\n":                                        false,
 	} {
 		if got := (Command{Output: out}).ExpectsError(); got != want {
 			t.Errorf("ExpectsError of %q = %v, want %v", out, got, want)
