@@ -230,3 +230,28 @@ const (
 	// is gone, or its journal cannot rebuild the fork step (Stalled).
 	ReasonForkSourceNotFound = "ForkSourceNotFound"
 )
+
+// Canary (Journeys with spec.rollout): True while a canary revision runs beside
+// the stable one (reason CanaryProgressing while it takes its steps,
+// CanaryPaused while it waits for a promotion or for its analysis); False once
+// it ended (Promoted or Aborted), the message saying why. Events reuse the
+// reasons, with CanaryStarted and CanaryStep for the transitions in between;
+// Aborted is a Warning.
+const (
+	ConditionCanary = "Canary"
+
+	// ReasonCanaryProgressing: the canary takes its steps.
+	ReasonCanaryProgressing = "CanaryProgressing"
+	// ReasonCanaryPaused: the canary holds until kubectl journey rollout promote,
+	// or until its analysis has enough finished Sessions or its successCondition.
+	ReasonCanaryPaused = "CanaryPaused"
+	// ReasonCanaryStarted: a new valid revision became the canary.
+	ReasonCanaryStarted = "CanaryStarted"
+	// ReasonCanaryStep: the canary moved to its next step.
+	ReasonCanaryStep = "CanaryStep"
+	// ReasonPromoted: the canary became the stable revision.
+	ReasonPromoted = "Promoted"
+	// ReasonAborted: the canary was aborted (its failureCondition held, or
+	// kubectl journey rollout abort); new Sessions start on the stable revision.
+	ReasonAborted = "Aborted"
+)

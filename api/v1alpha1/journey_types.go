@@ -127,6 +127,15 @@ type JourneySpec struct {
 	// would diverge stays, with the UpgradeBlocked condition saying where.
 	// +optional
 	UpgradePolicy UpgradePolicy `json:"upgradePolicy,omitempty"`
+
+	// rollout, when set, makes each new valid revision a canary: a share of new
+	// Sessions start on it, step by step, while the stable revision serves the
+	// others, until it is promoted (automatically or with kubectl journey rollout
+	// promote) or aborted (by its analysis's failureCondition, or kubectl journey
+	// rollout abort). Without it a new valid revision serves every new Session at
+	// once. It is not part of the revision Sessions run on.
+	// +optional
+	Rollout *Rollout `json:"rollout,omitempty"`
 }
 
 // UpgradePolicy is what becomes of running Sessions when a new revision is ready.
@@ -682,6 +691,17 @@ type JourneyStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	Tools []DiscoveredTool `json:"tools,omitempty"`
+	// stableRevision is the revision that serves new Sessions under a rollout
+	// (spec.rollout): all of them, or those the canary does not take.
+	// +optional
+	StableRevision string `json:"stableRevision,omitempty"`
+	// canaryRevision is the revision being rolled out, while a canary runs.
+	// +optional
+	CanaryRevision string `json:"canaryRevision,omitempty"`
+	// rollout is the state of the latest canary: its step, weight, counts and
+	// phase, and why it was promoted or aborted.
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 }
 
 // +kubebuilder:object:root=true

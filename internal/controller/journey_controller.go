@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,6 +44,8 @@ type JourneyReconciler struct {
 	// Tools lists the journey's tool servers; nil means a tools.Caller reading Secrets
 	// with APIReader.
 	Tools *tools.Caller
+	// Clock times a rollout's steps; nil means the real clock.
+	Clock clock.PassiveClock
 }
 
 // +kubebuilder:rbac:groups=flow.journey.dev,resources=journeys,verbs=get;list;watch
@@ -51,10 +54,28 @@ type JourneyReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile validates a Journey, snapshots it, and writes its status at most once.
+// Reconcile validates a Journey, snapshots it, takes a step of its rollout, and writes
+// its status at most once.
 func (r *JourneyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	return reconcileStatus(ctx, r.Client, req, &flowv1.Journey{},
-		func(j *flowv1.Journey) *flowv1.JourneyStatus { return &j.Status }, r.reconcile)
+		func(j *flowv1.Journey) *flowv1.JourneyStatus { return &j.Status }, func(ctx context.Context, j *flowv1.Journey) outcome {
+			out := r.reconcile(ctx, j)
+			if out.kind == transient || out.kind == terminal {
+				return out
+			}
+			// A rollout goes on while the latest edit is invalid: readyRevision did not move.
+			ro := r.rollout(ctx, j)
+			switch {
+			case ro.kind != requeue:
+				if ro.kind != done {
+					return ro
+				}
+				return out
+			case out.kind == requeue && out.after < ro.after:
+				return out
+			}
+			return ro
+		})
 }
 
 // reconcile resolves and validates the Journey, snapshots a valid one, and says so in
@@ -89,7 +110,11 @@ func (r *JourneyReconciler) reconcile(ctx context.Context, j *flowv1.Journey) ou
 		return failed(err)
 	}
 	if j.Status.ReadyRevision != name {
-		r.Recorder.Eventf(j, nil, "Normal", "RevisionCreated", "Snapshot", "Sessions now start on revision %s", name)
+		if j.Spec.Rollout != nil && j.Status.StableRevision != "" {
+			r.Recorder.Eventf(j, nil, "Normal", "RevisionCreated", "Snapshot", "Revision %s is ready; spec.rollout rolls it out", name)
+		} else {
+			r.Recorder.Eventf(j, nil, "Normal", "RevisionCreated", "Snapshot", "Sessions now start on revision %s", name)
+		}
 	}
 	j.Status.ReadyRevision = name
 	j.Status.LatestRevision = name
@@ -190,9 +215,17 @@ func (r *JourneyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &flowv1.Session{}, indexJourneyRevision, journeyRevisionIndex); err != nil {
+		return err
+	}
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&flowv1.Journey{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Annotations carry kubectl journey rollout promote and abort.
+		For(&flowv1.Journey{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&appsv1.ControllerRevision{}).
+		Watches(&flowv1.Session{}, handler.EnqueueRequestsFromMapFunc(r.journeyOfSession), builder.WithPredicates(sessionCounted)).
 		Watches(&flowv1.Pathway{}, handler.EnqueueRequestsFromMapFunc(r.journeysForPathway),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("journey").

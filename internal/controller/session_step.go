@@ -306,8 +306,8 @@ func afterWrite(st sessionStep, advance AdvanceMode, now time.Time) (out outcome
 	return outcome{kind: requeue, after: wait + 10*time.Millisecond}, false
 }
 
-// pin returns the Journey revision a new Session starts on (its readyRevision), or why
-// it cannot start.
+// pin returns the Journey revision a new Session starts on (its readyRevision, or
+// under a rollout its stable or canary revision), or why it cannot start.
 func (r *SessionReconciler) pin(ctx context.Context, s *flowv1.Session) (revision, reason, msg string) {
 	var j flowv1.Journey
 	err := r.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.JourneyRef.Name}, &j)
@@ -317,9 +317,10 @@ func (r *SessionReconciler) pin(ctx context.Context, s *flowv1.Session) (revisio
 	if err != nil {
 		return "", flowv1.ReasonJourneyNotFound, fmt.Sprintf("Journey %q could not be read: %v", s.Spec.JourneyRef.Name, err)
 	}
-	// The last valid revision serves even while the Journey's latest edit is invalid.
-	if j.Status.ReadyRevision != "" {
-		return j.Status.ReadyRevision, "", ""
+	// The last valid revision serves even while the Journey's latest edit is invalid;
+	// during a rollout, the stable or the canary revision, by a hash of the UID.
+	if rev := j.Status.RevisionFor(s.UID); rev != "" {
+		return rev, "", ""
 	}
 	why := "it has not been validated yet"
 	if ready := apimeta.FindStatusCondition(j.Status.Conditions, flowv1.ConditionReady); ready != nil && ready.Message != "" {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,6 +51,10 @@ type Options struct {
 	// ToolProgressInterval is how often, at most, the progress of a tool call in
 	// flight is written to its Session (0: DefaultToolProgressInterval).
 	ToolProgressInterval time.Duration
+
+	// Clock, when set, is the Journey controller's clock, which times rollout steps
+	// (nil: the real clock).
+	Clock clock.PassiveClock
 
 	// sessionEvents, in tests, replaces the Session controller's Event writer.
 	sessionEvents events.EventRecorder
@@ -102,7 +107,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	if err := (&JourneyReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: mgr.GetEventRecorder("journey-controller"),
-		Tools: opts.Tools,
+		Tools: opts.Tools, Clock: opts.Clock,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -63,6 +63,7 @@ func validate(journey *flowv1.JourneySpec, pathways map[string]*flowv1.PathwaySp
 	for i := range journey.Transitions {
 		c.transition(&journey.Transitions[i])
 	}
+	c.rollout(journey.Rollout)
 	for _, entry := range journey.Pathways {
 		p := pathways[string(entry.Name)]
 		if p == nil {
@@ -342,6 +343,28 @@ func (c *checker) builtinAgent(a flowv1.AgentSpec) {
 	if a.Builtin.Reply != "" {
 		if _, err := builtin.Parse(a.Builtin.Reply); err != nil {
 			c.add("agent %s: builtin reply: %v", a.Name, err)
+		}
+	}
+}
+
+// rollout checks a rollout's analysis conditions: CEL over canary and stable that
+// compiles to a bool and reads only counts that exist.
+func (c *checker) rollout(r *flowv1.Rollout) {
+	if r == nil || r.Analysis == nil {
+		return
+	}
+	for _, cond := range []struct {
+		where string
+		src   flowv1.Expression
+	}{
+		{"spec.rollout.analysis.successCondition", r.Analysis.SuccessCondition},
+		{"spec.rollout.analysis.failureCondition", r.Analysis.FailureCondition},
+	} {
+		if cond.src == "" {
+			continue
+		}
+		if _, err := expr.CompileRollout(string(cond.src)); err != nil {
+			c.add("%s: %v", cond.where, err)
 		}
 	}
 }

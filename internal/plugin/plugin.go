@@ -168,6 +168,7 @@ It talks to the cluster of your kubeconfig like kubectl does: -n/--namespace,
 		newOptionsCommand(),
 	)
 	cmd.AddCommand(journeyTestCommands(o)...)
+	cmd.AddCommand(newRolloutCommand(o))
 	return cmd
 }
 

@@ -46,7 +46,15 @@ func Name(journey string, canonical []byte) string {
 // name hashes the canonical form of data (Canonical), so the same Journey written with
 // other YAML formatting, key order, quoting or defaults left out names the same
 // revision, in the cluster and in kubectl journey test alike.
+//
+// The Journey's spec.rollout is left out: how a revision is rolled out is not part of
+// what its Sessions run, so changing it makes no new revision.
 func Encode(journey string, data *Data) (raw []byte, name string, err error) {
+	if data.Journey.Rollout != nil {
+		d := *data
+		d.Journey.Rollout = nil
+		data = &d
+	}
 	raw, err = json.Marshal(data)
 	if err != nil {
 		return nil, "", err
