@@ -93,7 +93,11 @@ func start(st *flowv1.JourneyStatus, in Input, note string) Result {
 	msg := fmt.Sprintf("Canary %s started%s: %d%% of new Sessions start on it, the others on %s", st.CanaryRevision, note, first.Weight, st.StableRevision)
 	st.Rollout.Message = msg
 	setCondition(st, in, metav1.ConditionTrue, flowv1.ReasonCanaryProgressing, msg)
-	return Result{Events: []Event{{Reason: flowv1.ReasonCanaryStarted, Message: msg}}, RequeueAfter: pauseOf(first)}
+	ev := []Event{{Reason: flowv1.ReasonCanaryStarted, Message: msg}}
+	if first.Pause == nil {
+		return holdStep(st, in, len(in.Spec.Canary.Steps), ev)
+	}
+	return Result{Events: ev, RequeueAfter: pauseOf(first)}
 }
 
 // progress decides a running canary: a request, the failure condition, then the
@@ -128,7 +132,7 @@ func progress(st *flowv1.JourneyStatus, in Input) Result {
 	}
 	step := steps[r.Step]
 	if step.Pause == nil {
-		return hold(st, in, fmt.Sprintf("step %d of %d (%d%%) holds until kubectl journey rollout promote", r.Step+1, len(steps), r.Weight))
+		return holdStep(st, in, len(steps), nil)
 	}
 	since := in.Now
 	if r.StepStartTime != nil {
@@ -149,7 +153,11 @@ func progress(st *flowv1.JourneyStatus, in Input) Result {
 		msg := fmt.Sprintf("Canary %s at step %d of %d: %d%% of new Sessions start on it", st.CanaryRevision, r.Step+1, len(steps), r.Weight)
 		r.Message = msg
 		setCondition(st, in, metav1.ConditionTrue, flowv1.ReasonCanaryProgressing, msg)
-		return Result{Events: []Event{{Reason: flowv1.ReasonCanaryStep, Message: msg}}, RequeueAfter: pauseOf(steps[r.Step])}
+		ev := []Event{{Reason: flowv1.ReasonCanaryStep, Message: msg}}
+		if steps[r.Step].Pause == nil {
+			return holdStep(st, in, len(steps), ev)
+		}
+		return Result{Events: ev, RequeueAfter: pauseOf(steps[r.Step])}
 	}
 	// The last step has passed.
 	if !in.Spec.AutoPromote {
@@ -171,6 +179,14 @@ func progress(st *flowv1.JourneyStatus, in Input) Result {
 		}
 	}
 	return promote(st, in, "its last step passed")
+}
+
+// holdStep holds at a step without pause (of n steps), after the events of reaching it.
+func holdStep(st *flowv1.JourneyStatus, in Input, n int, events []Event) Result {
+	r := st.Rollout
+	res := hold(st, in, fmt.Sprintf("step %d of %d (%d%%) holds until kubectl journey rollout promote", r.Step+1, n, r.Weight))
+	res.Events = events
+	return res
 }
 
 // hold keeps the canary where it is, saying what it waits for.
