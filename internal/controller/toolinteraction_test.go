@@ -179,8 +179,8 @@ func TestSamplingIsAnsweredByTheNamedAgent(t *testing.T) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "desk"}, nil)
 	server.AddTool(&mcp.Tool{Name: "summarize", InputSchema: map[string]any{"type": "object"}, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 5000, SystemPrompt: "You summarize clinic data.",
-				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "Summarize: dr-lee, dr-okafor, dr-silva"}}}})
+			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 5000, SystemPrompt: "You summarize clinic data.", //nolint:staticcheck // servers still send sampling requests
+				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "Summarize: dr-lee, dr-okafor, dr-silva"}}}}) //nolint:staticcheck // servers still send sampling requests
 			if err != nil {
 				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "sampling: " + err.Error()}}}, nil
 			}
@@ -239,8 +239,8 @@ func TestSamplingIsOffByDefault(t *testing.T) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "desk"}, nil)
 	server.AddTool(&mcp.Tool{Name: "summarize", InputSchema: map[string]any{"type": "object"}, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			if _, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 100,
-				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}}); err != nil {
+			if _, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 100, //nolint:staticcheck // servers still send sampling requests
+				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}}); err != nil { //nolint:staticcheck // servers still send sampling requests
 				return &mcp.CallToolResult{StructuredContent: map[string]any{"sampled": false}}, nil
 			}
 			return &mcp.CallToolResult{StructuredContent: map[string]any{"sampled": true}}, nil

@@ -352,6 +352,24 @@ func newInterventionCommand(o *Options, action flowv1alpha1.InterventionAction) 
 	io := &interveneOptions{changeOptions: changeOptions{Options: o}}
 	cmd := &cobra.Command{Args: exactArgs(1, "SESSION")}
 	waitHelp := "Wait until the Session has processed the intervention, then print what it did"
+	io.describe(cmd, action)
+	cmd.Long += `
+
+The intervention gets the id i-<n>; the admission webhook records who sent it, and may
+refuse it (there is nothing to resume, say): the command then fails with its message.
+--dry-run=server asks the API server, webhooks included, without storing anything.
+With --wait the command waits until the controller has processed it, then prints the
+history entries it made and where the Session stands; it fails when the controller
+refused it (printing why), when the Session is still stalled, or after --timeout.`
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return io.run(cmd.Context(), cmd.Flags(), action, args)
+	}
+	io.addFlags(cmd, waitHelp)
+	return cmd
+}
+
+// describe gives cmd, the command of action, its use, help, example and own flags.
+func (io *interveneOptions) describe(cmd *cobra.Command, action flowv1alpha1.InterventionAction) {
 	switch action {
 	case flowv1alpha1.InterventionResume:
 		cmd.Use = "resume SESSION [--max-turns N] [--max-iterations N] [--max-transitions N] [--max-tokens N] [--max-cost-usd USD] [--max-tool-calls N]"
@@ -421,19 +439,6 @@ fails, and the model is told so, with --reason.`
 		cmd.MarkFlagsMutuallyExclusive("done", "not-done", "fail")
 		cmd.MarkFlagsOneRequired("done", "not-done", "fail")
 	}
-	cmd.Long += `
-
-The intervention gets the id i-<n>; the admission webhook records who sent it, and may
-refuse it (there is nothing to resume, say): the command then fails with its message.
---dry-run=server asks the API server, webhooks included, without storing anything.
-With --wait the command waits until the controller has processed it, then prints the
-history entries it made and where the Session stands; it fails when the controller
-refused it (printing why), when the Session is still stalled, or after --timeout.`
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		return io.run(cmd.Context(), cmd.Flags(), action, args)
-	}
-	io.addFlags(cmd, waitHelp)
-	return cmd
 }
 
 func (io *interveneOptions) run(ctx context.Context, fs *pflag.FlagSet, action flowv1alpha1.InterventionAction, args []string) error {
