@@ -14,8 +14,9 @@ type Rollout struct {
 	// canary lists the steps of the canary.
 	// +required
 	Canary CanaryStrategy `json:"canary"`
-	// analysis compares the canary's Sessions with the stable revision's, to abort a
-	// canary that does worse and to hold the promotion until it is shown good.
+	// analysis compares the canary's Sessions with the stable revision's, to
+	// abort a canary that does worse and to hold the promotion until it is
+	// shown good.
 	// +optional
 	Analysis *RolloutAnalysis `json:"analysis,omitempty"`
 	// autoPromote makes the canary the stable revision once its last step's pause

@@ -421,8 +421,9 @@ type Intervention struct {
 	// diverges; the history entry records it and who asked.
 	// +optional
 	Force bool `json:"force,omitempty"`
-	// call, for Answer only, is the id of the tool call answered (t-<step>-<index>,
-	// as status.turn.toolCalls and the Stalled condition name it).
+	// call, for Answer only, is the id of the tool call answered
+	// (t-<step>-<index>, as status.turn.toolCalls and the Stalled condition
+	// name it).
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
