@@ -68,12 +68,18 @@ func Env() (*cel.Env, error) {
 
 // Compile returns the program for src, compiling it on first use.
 func Compile(src string) (cel.Program, error) {
-	if c, ok := cache.Load(src); ok {
+	return cached(&cache, src, compile)
+}
+
+// cached returns the program for src from programs (source -> *compiled), compiling
+// it with compile on first use; a compile error is cached too.
+func cached(programs *sync.Map, src string, compile func(string) (cel.Program, error)) (cel.Program, error) {
+	if c, ok := programs.Load(src); ok {
 		return c.(*compiled).prg, c.(*compiled).err
 	}
 	c := &compiled{}
 	c.prg, c.err = compile(src)
-	actual, _ := cache.LoadOrStore(src, c)
+	actual, _ := programs.LoadOrStore(src, c)
 	return actual.(*compiled).prg, actual.(*compiled).err
 }
 

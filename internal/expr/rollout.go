@@ -42,13 +42,7 @@ func rolloutEnvironment() (*cel.Env, error) {
 // count that does not exist (canary.faild) is an error too, found by evaluating the
 // condition on counts of one.
 func CompileRollout(src string) (cel.Program, error) {
-	if c, ok := rolloutCache.Load(src); ok {
-		return c.(*compiled).prg, c.(*compiled).err
-	}
-	c := &compiled{}
-	c.prg, c.err = compileRollout(src)
-	actual, _ := rolloutCache.LoadOrStore(src, c)
-	return actual.(*compiled).prg, actual.(*compiled).err
+	return cached(&rolloutCache, src, compileRollout)
 }
 
 func compileRollout(src string) (cel.Program, error) {
