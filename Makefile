@@ -1,5 +1,6 @@
-# journey-operator. Go is the only prerequisite: every tool is pinned in go.mod and the
-# envtest control plane is built from source by hack/setup-envtest.sh.
+# journey-operator. Go is the prerequisite (make test also needs Node.js 20+ and npm): every
+# Go tool is pinned in go.mod, the envtest control plane is built from source by
+# hack/setup-envtest.sh and the e2e tests' npm packages are pinned in hack/npm.
 
 IMG ?= journey-operator:latest
 GO ?= go
@@ -61,6 +62,10 @@ envtest: ## Build kube-apiserver and etcd from source (cached) for tests and the
 chromium: ## Install Chromium (Debian's package, with apt-get) for the console's browser tests, if missing.
 	@bash hack/setup-chromium.sh >/dev/null
 
+.PHONY: npm
+npm: ## Install the e2e tests' npm packages (hack/npm, pinned by its package-lock.json) into the cache, if missing.
+	@bash hack/setup-npm.sh >/dev/null
+
 .PHONY: test-unit
 test-unit: ## Unit tests that need no control plane.
 	$(GO) test ./api/... ./internal/engine/... ./internal/agent/... ./internal/expr/...
@@ -74,10 +79,10 @@ test-unit: ## Unit tests that need no control plane.
 RACE_PKGS ?= ./internal/controller/... ./internal/step/... ./internal/console/... ./internal/webhook/... ./internal/revision/... ./internal/agent/... ./internal/plugin/... ./internal/testenv/... ./internal/tracing/... ./test/reliability/...
 
 .PHONY: test
-test: ## The whole test suite: lint, unit, envtest, browser (headless Chromium), e2e with kubectl; concurrent packages under -race.
-	@# Chromium installs (mostly download and unpacking) while the control plane builds and vet and lint compile.
-	@bash hack/setup-chromium.sh >/dev/null & chromium=$$!; \
-	$(MAKE) --no-print-directory envtest vet lint; rc=$$?; wait $$chromium || rc=1; exit $$rc
+test: ## The whole test suite: lint, unit, envtest, browser (headless Chromium), e2e with kubectl and npm clients; concurrent packages under -race.
+	@# Chromium and the npm packages install (mostly download and unpacking) while the control plane builds and vet and lint compile.
+	@bash hack/setup-chromium.sh >/dev/null & chromium=$$!; bash hack/setup-npm.sh >/dev/null & npm=$$!; \
+	$(MAKE) --no-print-directory envtest vet lint; rc=$$?; wait $$chromium || rc=1; wait $$npm || rc=1; exit $$rc
 	@race="$$($(GO) list $(RACE_PKGS))" && rest="$$($(GO) list ./... | grep -vxF "$$race")" && \
 	export KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" && \
 	echo "go test -race $(RACE_PKGS)" && $(GO) test -race -timeout $(TEST_TIMEOUT) $$race && \
