@@ -62,8 +62,8 @@ type SessionReconciler struct {
 	// request's erasure record (true) or is writing it (false): the Sessions of one
 	// request are reconciled by several workers at once, and one record is enough.
 	erasures sync.Map
-	// APIReader reads Secrets without caching them (RBAC: get only), and a Journey
-	// revision the cache has not seen yet.
+	// APIReader reads Secrets without caching them (RBAC: get only), a Journey
+	// revision the cache has not seen yet, and the Journey a new Session starts on.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	// Agents builds the agent that answers for an AgentSpec.

@@ -309,8 +309,15 @@ func afterWrite(st sessionStep, advance AdvanceMode, now time.Time) (out outcome
 // pin returns the Journey revision a new Session starts on (its readyRevision, or
 // under a rollout its stable or canary revision), or why it cannot start.
 func (r *SessionReconciler) pin(ctx context.Context, s *flowv1.Session) (revision, reason, msg string) {
+	// A live read, once per Session: the Journey's status may reach the cache after the
+	// Session does, and a Session created once the Journey said it serves a revision
+	// must start on that one, not on the one before.
+	reader := client.Reader(r.Client)
+	if r.APIReader != nil {
+		reader = r.APIReader
+	}
 	var j flowv1.Journey
-	err := r.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.JourneyRef.Name}, &j)
+	err := reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.JourneyRef.Name}, &j)
 	if apierrors.IsNotFound(err) {
 		return "", flowv1.ReasonJourneyNotFound, fmt.Sprintf("Journey %q not found in namespace %q; the Session starts once it exists and is Ready", s.Spec.JourneyRef.Name, s.Namespace)
 	}
