@@ -37,7 +37,8 @@ fmt: ## Run go fmt.
 	$(GO) fmt ./...
 
 # CGO_ENABLED=0 is the flavour of `make image` and of the tests outside RACE_PKGS: vet
-# compiles every package once for them (cgo changes package net and all its importers).
+# compiles every package once for them and for lint (cgo changes package net and all its
+# importers, so a cgo flavour would compile the whole tree once more).
 .PHONY: vet
 vet: ## Run go vet.
 	CGO_ENABLED=0 $(GO) vet ./...
@@ -47,7 +48,7 @@ chart: manifests ## Regenerate the Helm chart's CRDs, RBAC rules and webhooks (d
 	$(GO) run ./hack/chart .
 .PHONY: lint
 lint: ## Run golangci-lint (pinned in go.mod) with the linters of .golangci.yml.
-	$(GO) tool golangci-lint run ./...
+	CGO_ENABLED=0 $(GO) tool golangci-lint run ./...
 
 .PHONY: verify
 verify: manifests generate docs chart ## Regenerate everything, then fail if the tree changed.
@@ -80,13 +81,21 @@ RACE_PKGS ?= ./internal/controller/... ./internal/step/... ./internal/console/..
 
 .PHONY: test
 test: ## The whole test suite: lint, unit, envtest, browser (headless Chromium), e2e with kubectl and npm clients; concurrent packages under -race.
-	@# Chromium and the npm packages install (mostly download and unpacking) while the control plane builds and vet and lint compile.
+	@# Chromium and the npm packages install (mostly download and unpacking) and the control
+	@# plane builds while vet compiles and checks the CGO-off flavour.
 	@bash hack/setup-chromium.sh >/dev/null & chromium=$$!; bash hack/setup-npm.sh >/dev/null & npm=$$!; \
-	$(MAKE) --no-print-directory envtest vet lint; rc=$$?; wait $$chromium || rc=1; wait $$npm || rc=1; exit $$rc
+	$(MAKE) --no-print-directory envtest & envtest=$$!; \
+	$(MAKE) --no-print-directory vet; rc=$$?; \
+	wait $$envtest || rc=1; wait $$chromium || rc=1; wait $$npm || rc=1; exit $$rc
+	@# Then the race set, the CGO-off set and lint at the same time: most tests wait on
+	@# their control plane rather than compute, and none holds the others back.
 	@race="$$($(GO) list $(RACE_PKGS))" && rest="$$($(GO) list ./... | grep -vxF "$$race")" && \
 	export KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" && \
-	echo "go test -race $(RACE_PKGS)" && $(GO) test -race -timeout $(TEST_TIMEOUT) $$race && \
-	echo "CGO_ENABLED=0 go test (the other packages)" && CGO_ENABLED=0 $(GO) test -timeout $(TEST_TIMEOUT) $$rest
+	echo "go test -race $(RACE_PKGS); CGO_ENABLED=0 go test (the other packages); golangci-lint: at the same time" && \
+	{ $(GO) test -race -timeout $(TEST_TIMEOUT) $$race & race_pid=$$!; \
+	  $(MAKE) --no-print-directory lint & lint_pid=$$!; \
+	  CGO_ENABLED=0 $(GO) test -timeout $(TEST_TIMEOUT) $$rest; rc=$$?; \
+	  wait $$race_pid || rc=1; wait $$lint_pid || rc=1; exit $$rc; }
 
 .PHONY: test-docs
 test-docs: envtest ## Run README.md and docs/*.md against a local control plane (make test runs it too).
