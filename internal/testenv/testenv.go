@@ -113,6 +113,10 @@ func Start(opts ...Option) (*Environment, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
+	// The control plane lives as long as a test binary or the demo and is thrown away
+	// after it: etcd need not wait for every write to reach the disk.
+	env.ControlPlane.Etcd = &envtest.Etcd{}
+	env.ControlPlane.Etcd.Configure().Set("unsafe-no-fsync", "true")
 	for _, o := range opts {
 		o(env)
 	}
