@@ -13,6 +13,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
@@ -51,19 +52,61 @@ func storedBytes(t *testing.T, ns, name string) int {
 	return len(b)
 }
 
+// watchClient is an admin client that can watch, made once for the package.
+var watchClient = sync.OnceValues(func() (client.WithWatch, error) {
+	return client.NewWithWatch(env.Config, client.Options{Scheme: scheme})
+})
+
 // waitProcessed waits until the Session processed n messages and reports the last
-// turn's message.
+// turn's message. It watches the Session instead of polling it: one decode per write,
+// where a poll would read the whole object (up to its bound) every PollInterval and
+// take the CPU the manager beside it needs.
 func waitProcessed(t *testing.T, ns, name string, n int32) *flowv1.Session {
 	t.Helper()
-	var s *flowv1.Session
-	eventually(t, 30*time.Second, func() error {
-		s = get(t, ns, name, &flowv1.Session{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	check := func(s *flowv1.Session) error {
 		if s.Status.ProcessedMessages < n || s.Status.Phase != flowv1.PhaseWaitingForInput {
 			return fmt.Errorf("processed %d of %d, phase %s", s.Status.ProcessedMessages, n, s.Status.Phase)
 		}
 		return nil
-	})
-	return s
+	}
+	c, err := watchClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &flowv1.Session{}
+	for {
+		// (Re)read, then watch from what was read: a watch that ends or expires
+		// loses nothing.
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
+			t.Fatalf("session %s: %v", name, err)
+		}
+		last := check(s)
+		if last == nil {
+			return s
+		}
+		w, err := c.Watch(ctx, &flowv1.SessionList{}, &client.ListOptions{Namespace: ns,
+			FieldSelector: fields.OneTermEqualSelector("metadata.name", name),
+			Raw:           &metav1.ListOptions{ResourceVersion: s.ResourceVersion}})
+		if err != nil {
+			t.Fatalf("watching session %s: %v", name, err)
+		}
+		for ev := range w.ResultChan() {
+			got, ok := ev.Object.(*flowv1.Session)
+			if !ok {
+				break // an error event: read again
+			}
+			if last = check(got); last == nil {
+				w.Stop()
+				return got
+			}
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			t.Fatalf("session %s: condition not met after 30s: %v", name, last)
+		}
+	}
 }
 
 // A long conversation through kubectl journey say: the Session's size stays under the
@@ -71,6 +114,9 @@ func waitProcessed(t *testing.T, ns, name string, n int32) *flowv1.Session {
 // across a manager restart, 8,000-character messages never meet an etcd error, and a
 // message past the bound is refused with a message that says what to do.
 func TestLongConversationStaysBounded(t *testing.T) {
+	// The two long conversations run beside each other (each in its own namespace,
+	// with its own manager), after the package's other tests.
+	t.Parallel()
 	const total = 2000
 	ns := newNamespace(t)
 	mgr := startManager(t, ns, Options{})
@@ -248,6 +294,7 @@ func sendCompacting(ctx context.Context, key client.ObjectKey, msgs []flowv1.Mes
 // "etcdserver: request is too large". Every say must succeed, every message be
 // answered, and the Session stay under its bound.
 func TestBigMessagesNeverMeetEtcd(t *testing.T) {
+	t.Parallel() // beside TestLongConversationStaysBounded
 	const total = 300
 	ns := newNamespace(t)
 	startManager(t, ns, Options{})
