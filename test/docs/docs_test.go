@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -97,23 +98,28 @@ func TestDocsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	files = append([]string{filepath.Join(root, "README.md")}, files...)
-	ran := 0
+	// The documents run in parallel, each in its own namespace and directory; the
+	// count is checked once all of them have run.
+	var ran atomic.Int64
+	t.Cleanup(func() {
+		if ran.Load() == 0 {
+			t.Error("no block ran")
+		}
+	})
 	for _, path := range files {
 		rel, _ := filepath.Rel(root, path)
 		t.Run(rel, func(t *testing.T) {
+			t.Parallel()
 			md, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
 			}
 			n, errs := newRunner(t).run(rel, string(md))
-			ran += n
+			ran.Add(int64(n))
 			for _, err := range errs {
 				t.Error(err)
 			}
 		})
-	}
-	if ran == 0 {
-		t.Fatal("no block ran")
 	}
 }
 

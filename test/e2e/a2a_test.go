@@ -34,6 +34,7 @@ type a2aClientRun struct {
 // task with a message and streams the reply to a second one. What it got is the
 // Session's transcript, with the event ids the gateway derives from the Session.
 func TestA2AJavaScriptClient(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-a2a"
 	kubectl(t, "create", "namespace", ns)
 	kubectl(t, "-n", ns, "apply", "-f", "config/samples/healthcare-referral.yaml")

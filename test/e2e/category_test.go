@@ -9,6 +9,7 @@ import (
 // them: kubectl resolves `journeys` to the Journey kind alone, so it takes a name, a
 // watch and --all as for any single kind.
 func TestCategoryIsNotAKindPlural(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-category"
 	namespace(t, ns)
 

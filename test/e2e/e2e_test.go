@@ -12,6 +12,8 @@ import (
 	"github.com/journeyops/journey-operator/internal/localcluster"
 )
 
+// cluster is the control plane and manager every test shares; each test works in a
+// namespace of its own and runs in parallel with the others.
 var cluster *localcluster.Cluster
 
 func TestMain(m *testing.M) {
@@ -91,6 +93,7 @@ func mustMatch(t *testing.T, out string, patterns ...string) {
 }
 
 func TestConversationWithPlugin(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-chat"
 	namespace(t, ns)
 	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
@@ -134,6 +137,7 @@ spec:
 }
 
 func TestReviewLoopWithPlugin(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-review"
 	namespace(t, ns)
 	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
@@ -164,6 +168,7 @@ spec:
 }
 
 func TestApprovalWithPlugin(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-approve"
 	namespace(t, ns)
 	waitPhase(t, ns, "pl-half-marathon", "AwaitingApproval")
@@ -186,6 +191,7 @@ func TestApprovalWithPlugin(t *testing.T) {
 // The journey pictures committed under docs/graphs (Mermaid and SVG) are what the plugin
 // draws today.
 func TestCommittedGraphsMatchThePlugin(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-graphs"
 	namespace(t, ns)
 	for _, j := range []string{"healthcare-referral", "review-loop", "planning", "delivery-pipeline"} {

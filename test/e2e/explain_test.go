@@ -14,6 +14,7 @@ import (
 // kubectl explain wraps descriptions at 76 columns and keeps the line breaks of the
 // API's Go comments, so a longer line would come out broken in two, ragged.
 func TestExplainKeepsDescriptionLines(t *testing.T) {
+	t.Parallel()
 	for _, plural := range []string{"journeys", "pathways", "sessions"} {
 		crd := testenv.Manifests(t, filepath.Join(testenv.RepoRoot(), "config", "crd", "bases", "flow.journey.dev_"+plural+".yaml"))[0]
 		versions, _ := crd.Object["spec"].(map[string]any)["versions"].([]any)

@@ -7,6 +7,7 @@ import (
 // kubectl wait reads the conditions a person waits for: Completed, Stalled and Ready,
 // also on a finished Session that was edited afterwards.
 func TestKubectlWaitForConditions(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-wait"
 	namespace(t, ns)
 	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
@@ -70,6 +71,7 @@ spec:
 // `kubectl journey say --wait` to a Session whose Journey does not exist fails at once
 // and says why, instead of waiting for a reply that cannot come.
 func TestSayFailsFastWhenTheSessionCannotStart(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-misspelt"
 	kubectl(t, "create", "namespace", ns)
 	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1

@@ -36,6 +36,7 @@ const noDivergence = "No divergence: today's engine reproduces the transitions a
 // journey say (which drops the processed ones from spec.messages) is recorded, the
 // recording passes kubectl journey test, and kubectl journey replay finds no divergence.
 func TestRecordTestReplaySayDriven(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-record"
 	namespace(t, ns)
 	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
@@ -81,6 +82,7 @@ var sixMessages = []string{
 // processed from the spec) are each recorded and replayed: every one records, its
 // recording passes kubectl journey test, and replay finds no divergence.
 func TestTestAndReplayAgreeOnTheDemo(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-demo"
 	namespace(t, ns)
 	waitPhase(t, ns, "pl-half-marathon", "AwaitingApproval")

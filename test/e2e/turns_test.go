@@ -27,6 +27,7 @@ func sayWait(t *testing.T, ns, session, text string) (string, int) {
 // fallback reply and the failure and exits 2; kubectl get sessions shows TurnFailed in
 // REASON; the next good turn answers, exits 0 and clears it.
 func TestFailedTurnIsVisible(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-turn-failed"
 	kubectl(t, "create", "namespace", ns)
 	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
@@ -88,6 +89,7 @@ spec:
 // A message that passes through three pathways (the next two run on entry) prints the
 // reply of each, in order, and both transitions.
 func TestMultiPathwayTurnPrintsEveryReply(t *testing.T) {
+	t.Parallel()
 	ns := "e2e-turn-replies"
 	kubectl(t, "create", "namespace", ns)
 	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
