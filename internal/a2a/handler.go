@@ -43,6 +43,9 @@ type journeyHandler struct {
 	// maxWait bounds how long a blocking message/send or tasks/cancel waits for the
 	// Session to settle; it then answers with the task as it is.
 	maxWait time.Duration
+	// lastEventID is the request's Last-Event-ID header: the last event a
+	// reconnecting Server-Sent Events client saw.
+	lastEventID string
 }
 
 var _ a2asrv.RequestHandler = (*journeyHandler)(nil)
@@ -311,7 +314,8 @@ func (h *journeyHandler) OnSendMessageStream(ctx context.Context, p *a2a.Message
 }
 
 // OnResubscribeToTask is tasks/resubscribe. With the id of the last event the client
-// saw (metadata flow.journey.dev/lastEventId) it replays the events after it from the
+// saw (metadata flow.journey.dev/lastEventId, or the Last-Event-ID header of a
+// reconnecting Server-Sent Events client) it replays the events after it from the
 // Session's status, then goes on live; without, it starts with the task as it is.
 func (h *journeyHandler) OnResubscribeToTask(ctx context.Context, p *a2a.TaskIDParams) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
@@ -320,11 +324,15 @@ func (h *journeyHandler) OnResubscribeToTask(ctx context.Context, p *a2a.TaskIDP
 			yield(nil, protocolError(err))
 			return
 		}
+		id, from, err := h.resumeFrom(p)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
 		var at cursor
-		if v, ok := p.Metadata[MetaLastEventID]; ok {
-			id, _ := v.(string)
+		if from != "" {
 			if at, err = parseCursor(id); err != nil {
-				yield(nil, fmt.Errorf("metadata.%s: %w: %w", MetaLastEventID, err, a2a.ErrInvalidParams))
+				yield(nil, fmt.Errorf("%s: %w: %w", from, err, a2a.ErrInvalidParams))
 				return
 			}
 		} else {
@@ -335,6 +343,24 @@ func (h *journeyHandler) OnResubscribeToTask(ctx context.Context, p *a2a.TaskIDP
 		}
 		h.follow(ctx, s.Name, at, yield)
 	}
+}
+
+// resumeFrom is the id of the last event the client of tasks/resubscribe saw, and
+// where it said so (empty when it did not): the metadata, or the Last-Event-ID header.
+func (h *journeyHandler) resumeFrom(p *a2a.TaskIDParams) (id, from string, err error) {
+	v, inMeta := p.Metadata[MetaLastEventID]
+	if !inMeta {
+		if h.lastEventID == "" {
+			return "", "", nil
+		}
+		return h.lastEventID, "the " + LastEventIDHeader + " header", nil
+	}
+	id, _ = v.(string)
+	if h.lastEventID != "" && h.lastEventID != id {
+		return "", "", fmt.Errorf("metadata.%s %q and the %s header %q name different events: %w",
+			MetaLastEventID, id, LastEventIDHeader, h.lastEventID, a2a.ErrInvalidParams)
+	}
+	return id, "metadata." + MetaLastEventID, nil
 }
 
 // follow yields the events of Session name after cursor at as its status changes,

@@ -164,7 +164,9 @@ func (g *Gateway) card(ctx context.Context, key types.NamespacedName, url string
 }
 
 // serveAgent serves the JSON-RPC transport of journey key's agent (the A2A SDK's),
-// for an authenticated caller within their rate limit.
+// for an authenticated caller within their rate limit. Its streams' Server-Sent Events
+// carry the gateway's event ids, and a Last-Event-ID header is taken by
+// tasks/resubscribe.
 func (g *Gateway) serveAgent(w http.ResponseWriter, r *http.Request, key types.NamespacedName) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -200,8 +202,11 @@ func (g *Gateway) serveAgent(w http.ResponseWriter, r *http.Request, key types.N
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxRequestBytes)
-	h := &journeyHandler{c: c, namespace: key.Namespace, journey: key.Name, caller: caller, now: g.o.Now, maxWait: g.o.MaxWait}
-	a2asrv.NewJSONRPCHandler(h).ServeHTTP(w, r)
+	h := &journeyHandler{
+		c: c, namespace: key.Namespace, journey: key.Name, caller: caller, now: g.o.Now, maxWait: g.o.MaxWait,
+		lastEventID: r.Header.Get(LastEventIDHeader),
+	}
+	a2asrv.NewJSONRPCHandler(h).ServeHTTP(&sseEventIDs{ResponseWriter: w}, r)
 }
 
 // ForConfig fills in o's Reader, Authenticator and Impersonator from the gateway's

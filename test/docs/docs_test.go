@@ -2,6 +2,7 @@ package docs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -78,7 +79,9 @@ const blockTimeout = 90 * time.Second
 //     the plugin first on PATH. `make install-plugin` is the one make target that runs:
 //     the harness already built the plugin from this repository and put it on PATH,
 //     so the line checks that kubectl finds it. Every other make, helm, docker, go or
-//     crane command is refused: such a block must be marked illustrative.
+//     crane command is refused: such a block must be marked illustrative. An `npm
+//     install PKG@VERSION` line must name the versions hack/npm pins; it links the
+//     packages hack/setup-npm.sh installed instead of downloading them again.
 //   - console: each "$ " command runs the same way. When the block shows "error: ..."
 //     after a command, the command must fail; otherwise it must succeed. The output
 //     is not compared: it shows names, times and ids that differ from run to run.
@@ -244,6 +247,42 @@ func (r *runner) run(file, md string) (ran int, errs []error) {
 	return ran, errs
 }
 
+// npmInstall is a line that installs npm packages: the docs test does not download
+// them again but links the node_modules hack/setup-npm.sh installed, once it checked
+// that the line names the versions hack/npm pins.
+var npmInstall = regexp.MustCompile(`^\s*npm install\s`)
+
+// npmPackagesLink is the command that stands for an `npm install PKG@VERSION...` line:
+// a node_modules link to the packages hack/setup-npm.sh installed, when each package
+// the line names is pinned at that version in hack/npm/package.json.
+func npmPackagesLink(line string) (string, error) {
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "hack", "npm", "package.json"))
+	if err != nil {
+		return "", err
+	}
+	var pinned struct{ Dependencies map[string]string }
+	if err := json.Unmarshal(raw, &pinned); err != nil {
+		return "", err
+	}
+	for _, arg := range strings.Fields(line)[2:] {
+		if strings.HasPrefix(arg, "-") {
+			continue
+		}
+		at := strings.LastIndex(arg, "@")
+		if at <= 0 || pinned.Dependencies[arg[:at]] != arg[at+1:] {
+			return "", fmt.Errorf("%q: the docs install %s, but hack/npm/package.json pins %s at %q: name the pinned version",
+				strings.TrimSpace(line), arg, arg[:max(at, 0)], pinned.Dependencies[arg[:max(at, 0)]])
+		}
+	}
+	cmd := exec.Command("bash", filepath.Join(testenv.RepoRoot(), "hack", "setup-npm.sh"))
+	cmd.Stderr = os.Stderr
+	dir, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("bash hack/setup-npm.sh: %w", err)
+	}
+	return "ln -sfn " + strconv.Quote(filepath.Join(strings.TrimSpace(string(dir)), "node_modules")) + " node_modules", nil
+}
+
 // refused are the commands a block cannot run here: it must be marked illustrative.
 var refused = regexp.MustCompile(`^\s*(make|helm|docker|podman|go|crane|ko|kind|minikube)\s`)
 
@@ -255,6 +294,12 @@ func (r *runner) shell(file string, line int, script string, wantErr bool) error
 		switch {
 		case regexp.MustCompile(`^\s*make install-plugin\b`).MatchString(l):
 			lines[i] = `kubectl journey --help >/dev/null`
+		case npmInstall.MatchString(l):
+			link, err := npmPackagesLink(l)
+			if err != nil {
+				return fmt.Errorf("%s:%d: %w", file, line+i, err)
+			}
+			lines[i] = link
 		case refused.MatchString(l):
 			return fmt.Errorf("%s:%d: %q needs what the docs test does not have (a cluster of your own, a registry, the toolchain's network): mark the block %s",
 				file, line+i, strings.TrimSpace(l), IllustrativeMark)
