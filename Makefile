@@ -7,6 +7,9 @@ GO ?= go
 CONTROLLER_GEN ?= $(GO) tool controller-gen
 # Test timeout for the whole suite; CI allows 90 minutes, we aim well under 30.
 TEST_TIMEOUT ?= 25m
+# Tests of one package that call t.Parallel (each in a namespace of its own) run this many
+# at a time: they mostly wait on their control plane.
+TEST_PARALLEL ?= 3
 
 .PHONY: all
 all: build
@@ -77,7 +80,9 @@ test-unit: ## Unit tests that need no control plane.
 # the short reliability run) run under the race detector; the others run once without it, with
 # CGO_ENABLED=0 like `make image`, so hack/image's test of the real image reuses the
 # packages `make vet` compiled and mostly links. Nothing runs twice.
-RACE_PKGS ?= ./internal/controller/... ./internal/step/... ./internal/console/... ./internal/webhook/... ./internal/revision/... ./internal/agent/... ./internal/plugin/... ./internal/testenv/... ./internal/tracing/... ./test/reliability/...
+# Each set lists its longest packages first: go test starts them in the order given.
+RACE_PKGS ?= ./internal/controller/... ./internal/plugin/... ./internal/console/... ./test/reliability/... ./internal/webhook/... ./internal/step/... ./internal/revision/... ./internal/agent/... ./internal/testenv/... ./internal/tracing/...
+LONG_PKGS ?= ./test/e2e ./test/docs ./test/security ./test/deploy
 
 .PHONY: test
 test: ## The whole test suite: lint, unit, envtest, browser (headless Chromium), e2e with kubectl and npm clients; concurrent packages under -race.
@@ -89,12 +94,13 @@ test: ## The whole test suite: lint, unit, envtest, browser (headless Chromium),
 	wait $$envtest || rc=1; wait $$chromium || rc=1; wait $$npm || rc=1; exit $$rc
 	@# Then the race set, the CGO-off set and lint at the same time: most tests wait on
 	@# their control plane rather than compute, and none holds the others back.
-	@race="$$($(GO) list $(RACE_PKGS))" && rest="$$($(GO) list ./... | grep -vxF "$$race")" && \
+	@race="$$($(GO) list $(RACE_PKGS))" && long="$$($(GO) list $(LONG_PKGS))" && \
+	rest="$$(echo "$$long"; $(GO) list ./... | grep -vxF "$$race" | grep -vxF "$$long")" && \
 	export KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" && \
 	echo "go test -race $(RACE_PKGS); CGO_ENABLED=0 go test (the other packages); golangci-lint: at the same time" && \
-	{ $(GO) test -race -timeout $(TEST_TIMEOUT) $$race & race_pid=$$!; \
+	{ $(GO) test -race -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $$race & race_pid=$$!; \
 	  $(MAKE) --no-print-directory lint & lint_pid=$$!; \
-	  CGO_ENABLED=0 $(GO) test -timeout $(TEST_TIMEOUT) $$rest; rc=$$?; \
+	  CGO_ENABLED=0 $(GO) test -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $$rest; rc=$$?; \
 	  wait $$race_pid || rc=1; wait $$lint_pid || rc=1; exit $$rc; }
 
 .PHONY: test-docs

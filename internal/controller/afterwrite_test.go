@@ -13,6 +13,7 @@ import (
 
 // How a reconcile of a Session ends once its status is written: one table.
 func TestAfterWrite(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
 	status := func(phase flowv1.Phase, stalled string) *flowv1.SessionStatus {
 		st := &flowv1.SessionStatus{Phase: phase}

@@ -35,6 +35,7 @@ func triageAgainstFailingAgent(t *testing.T, status int) (string, *testenv.ChatS
 // A rate-limited endpoint sets AgentAvailable=False and loses nothing: when it
 // recovers, the message is processed once.
 func TestRateLimitedAgentRecovers(t *testing.T) {
+	t.Parallel()
 	ns, cs, s := triageAgainstFailingAgent(t, http.StatusTooManyRequests)
 	eventually(t, 20*time.Second, func() error {
 		got := get(t, ns, s.Name, &flowv1.Session{})
@@ -68,6 +69,7 @@ func TestRateLimitedAgentRecovers(t *testing.T) {
 
 // An endpoint that refuses the key stalls the Session with a reason a person can act on.
 func TestUnauthorizedAgentStallsSession(t *testing.T) {
+	t.Parallel()
 	ns, cs, s := triageAgainstFailingAgent(t, http.StatusUnauthorized)
 	eventually(t, 20*time.Second, func() error {
 		got := get(t, ns, s.Name, &flowv1.Session{})

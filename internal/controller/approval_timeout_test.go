@@ -59,6 +59,7 @@ func eventReasons(t *testing.T, ns, name string) map[string]bool {
 // restart: the reconcile that leaves it waiting is requeued at the approval's
 // deadline.
 func TestDecisionApprovalTimesOut(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		on    flowv1.ApprovalTimeoutAction
 		check func(s *flowv1.Session) error
@@ -118,6 +119,7 @@ func TestDecisionApprovalTimesOut(t *testing.T) {
 // A tool call waiting for approval times out and is rejected: the server never
 // receives it.
 func TestToolApprovalTimesOut(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	c := clinic.New()
 	srv := httptest.NewServer(c.Handler())

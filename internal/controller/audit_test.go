@@ -222,6 +222,7 @@ func checkTrail(t *testing.T, s *flowv1.Session, records []audit.Record) {
 // the expected records, in order, numbered by step, while the Session controller's
 // Event queue is full and every Event is dropped.
 func TestAuditTrailOfAConversation(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	// A writer that is never started: its queue (one Event) fills with the first.
@@ -277,6 +278,7 @@ func (g *gatedSink) heldRecords() []audit.Record {
 // manager writes those records, with the same ids, and no record written before; the
 // two files together hold the whole trail once.
 func TestAuditTrailSurvivesARestart(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	dir := t.TempDir()
 	before, after := filepath.Join(dir, "before.jsonl"), filepath.Join(dir, "after.jsonl")
@@ -330,6 +332,7 @@ func ids(recs []audit.Record) []string {
 // sessionDefaults say 2 s after finishing is deleted after its archive is written,
 // and the archive holds its transcript, journal and history as the Session had them.
 func TestFinishedSessionIsArchivedThenDeleted(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	startManager(t, ns, Options{Audit: jsonLinesTrail(t, path)})

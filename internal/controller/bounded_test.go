@@ -114,8 +114,6 @@ func waitProcessed(t *testing.T, ns, name string, n int32) *flowv1.Session {
 // across a manager restart, 8,000-character messages never meet an etcd error, and a
 // message past the bound is refused with a message that says what to do.
 func TestLongConversationStaysBounded(t *testing.T) {
-	// The two long conversations run beside each other (each in its own namespace,
-	// with its own manager), after the package's other tests.
 	t.Parallel()
 	const total = 2000
 	ns := newNamespace(t)
@@ -294,7 +292,7 @@ func sendCompacting(ctx context.Context, key client.ObjectKey, msgs []flowv1.Mes
 // "etcdserver: request is too large". Every say must succeed, every message be
 // answered, and the Session stay under its bound.
 func TestBigMessagesNeverMeetEtcd(t *testing.T) {
-	t.Parallel() // beside TestLongConversationStaysBounded
+	t.Parallel()
 	const total = 300
 	ns := newNamespace(t)
 	startManager(t, ns, Options{})

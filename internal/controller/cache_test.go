@@ -70,6 +70,7 @@ func transformed(t testing.TB, s *flowv1.Session) *flowv1.Session {
 }
 
 func TestTransformSessionKeepsWhatAStepReads(t *testing.T) {
+	t.Parallel()
 	in := cachedSession(t)
 	want := in.DeepCopy()
 	got := transformed(t, in.DeepCopy())
@@ -128,6 +129,7 @@ func TestTransformSessionKeepsWhatAStepReads(t *testing.T) {
 }
 
 func TestTransformSessionWithoutATurnDropsEveryProcessedMessage(t *testing.T) {
+	t.Parallel()
 	s := cachedSession(t)
 	s.Status.Turn = nil
 	got := transformed(t, s)
@@ -137,6 +139,7 @@ func TestTransformSessionWithoutATurnDropsEveryProcessedMessage(t *testing.T) {
 }
 
 func TestTransformSessionClipsLists(t *testing.T) {
+	t.Parallel()
 	s := cachedSession(t)
 	// Lists as the JSON decoder leaves them: with room to spare.
 	s.Status.Journal = append(s.Status.Journal[:3:3], s.Status.Journal[0])[:3]
@@ -169,6 +172,7 @@ func TestTransformSessionClipsLists(t *testing.T) {
 }
 
 func TestTransformSessionSharesStringsAcrossSessions(t *testing.T) {
+	t.Parallel()
 	a, b := transformed(t, cachedSession(t)), transformed(t, cachedSession(t))
 	for name, p := range map[string][2]string{
 		"namespace":         {a.Namespace, b.Namespace},
@@ -187,6 +191,7 @@ func TestTransformSessionSharesStringsAcrossSessions(t *testing.T) {
 }
 
 func TestTransformSessionLeavesOtherObjects(t *testing.T) {
+	t.Parallel()
 	j := &flowv1.Journey{ObjectMeta: metav1.ObjectMeta{Name: "j", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}}}
 	out, err := transformSession(j)
 	if err != nil || out != j || len(j.ManagedFields) != 1 {
@@ -222,6 +227,7 @@ func BenchmarkTransformSession(b *testing.B) {
 // ones, and every turn still reads its message; what is stored keeps everything, since
 // no write carries what the cache dropped.
 func TestSessionStepsFromTheTransformedCache(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	mgr := env.StartManager(t, testenv.ManagerOptions{
 		Namespaces: []string{ns}, Cache: CacheOptions(nil),

@@ -38,6 +38,7 @@ func bookIn(specialty string) modelScript {
 // through the clinic like one calling tools natively; a near-miss name written as
 // text is refused like a native one, and the model is told.
 func TestReActTextDialects(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	c := clinic.New()
 	srv := httptest.NewServer(c.Handler())
@@ -97,6 +98,7 @@ func TestReActTextDialects(t *testing.T) {
 // prompt; the Session that taught it says so in one Event, and the next Session's
 // turns never offer native tools.
 func TestReActToolLadder(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	c := clinic.New()
 	srv := httptest.NewServer(c.Handler())

@@ -18,6 +18,7 @@ import (
 // with no edit to the Session and long before the slow terminal retry: the endpoint is
 // read from the Journey's current spec, while the rest of the agent stays pinned.
 func TestFixedEndpointResumesStalledSession(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	good := newChatServer(t, faqClassifier)
 	// What OpenAI answers for a model the endpoint does not serve: a wrong baseURL

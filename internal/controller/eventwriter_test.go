@@ -15,6 +15,7 @@ import (
 )
 
 func TestEventWriterWritesEventsAndDropsOverflow(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	s := &flowv1.Session{}
 	s.Namespace, s.Name = ns, "ev"

@@ -16,6 +16,7 @@ import (
 // restart: the reconcile that leaves it waiting is requeued at limits.idleTimeout after
 // its last activity, the earliest of its deadlines.
 func TestSessionIdleTimesOut(t *testing.T) {
+	t.Parallel()
 	ns, waiting := waitingHealthcare(t, func(l *flowv1.Limits) {
 		l.IdleTimeout = &metav1.Duration{Duration: 2 * time.Second}
 	})

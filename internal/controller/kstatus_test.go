@@ -131,6 +131,7 @@ func patchSession(t *testing.T, ns, name string, fn func(*flowv1.Session)) {
 // Every state of docs/operations.md's kstatus table, reached on a real API server and
 // read with cli-utils' kstatus, as Flux and Argo CD health checks read it.
 func TestKstatusOfEveryState(t *testing.T) {
+	t.Parallel()
 	table := kstatusTable(t)
 	ns := newNamespace(t)
 	cs := newChatServer(t, func(kind, user string) string { return `{}` })

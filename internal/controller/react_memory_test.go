@@ -19,6 +19,7 @@ import (
 // request carries turn 1's call and result in the assistant message before turn 1's
 // reply, as text (no tool messages: turn 2 made no calls of its own).
 func TestReActToolCallsInConversation(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	c := clinic.New()
 	srv := httptest.NewServer(c.Handler())

@@ -20,6 +20,7 @@ import (
 // loop of tool calls through the real client and controller: triage finds a doctor,
 // then the booker, given triage's outputs and none of its calls, books a slot.
 func TestReActSequentialPipeline(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	c := clinic.New()
 	srv := httptest.NewServer(c.Handler())

@@ -163,6 +163,7 @@ func bookCardiologist(results []testenv.ToolResult) testenv.Reply {
 }
 
 func TestReActTwoToolTurn(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	c := clinic.New()
 	srv := httptest.NewServer(c.Handler())
@@ -219,6 +220,7 @@ func refusedThenAnswer(call testenv.Reply) modelScript {
 }
 
 func TestReActRefusals(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	c := clinic.New()
 	srv := httptest.NewServer(c.Handler())
@@ -271,6 +273,7 @@ func TestReActRefusals(t *testing.T) {
 }
 
 func TestReActLimits(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	c := clinic.New()
 	srv := httptest.NewServer(c.Handler())
@@ -321,6 +324,7 @@ func TestReActLimits(t *testing.T) {
 // with the same key, the clinic books once, and the model is not asked again for the
 // call, only once more with its result.
 func TestReActExactlyOnceAcrossRestart(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	c, srv, held := holdingClinic(t)
 	model := newReactModel(t, map[string]modelScript{"s1": func(results []testenv.ToolResult) testenv.Reply {
@@ -375,6 +379,7 @@ func TestReActExactlyOnceAcrossRestart(t *testing.T) {
 // rejection goes back to the model as the call's result and the server gets nothing;
 // an approval makes exactly one call.
 func TestReActApproval(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	c := clinic.New()
 	srv := httptest.NewServer(c.Handler())

@@ -21,6 +21,7 @@ import (
 // Event say which revision serves and why the latest is invalid, a Pathway edit made
 // meanwhile reaches no Session, and fixing the Journey serves the new revision.
 func TestInvalidJourneyKeepsServingTheReadyRevision(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startManager(t, ns, Options{})
 	echoJourney(t, ns, "v1 {{ .message }}")

@@ -72,6 +72,7 @@ func processedInterventions(t *testing.T, ns, name string, n int32) *flowv1.Sess
 // the chat server; one whose questions change on the target revision stays, and
 // UpgradeBlocked names the first step that diverges; force moves it anyway.
 func TestUpgradeByReplay(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	chat := testenv.NewChatServer(t, func(r testenv.ChatRequest) testenv.Reply {
 		if r.Model != "test-model" {
@@ -229,6 +230,7 @@ func TestUpgradeByReplay(t *testing.T) {
 // source is not written, and the fork runs live from there. A fork onto a revision
 // whose threshold asks approval for that decision says ForkDiverged at its step.
 func TestForkRebuildsFromTheJournal(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cl := clinic.New()
 	srv := httptest.NewServer(cl.Handler())

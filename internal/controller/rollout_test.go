@@ -110,6 +110,7 @@ func canaryCondition(t *testing.T, ns string) *metav1.Condition {
 // A canary whose Sessions fail past the failureCondition is aborted automatically, the
 // Canary condition and a Warning Event say why, and new Sessions start on stable.
 func TestRolloutSplitsByUIDAndAbortsAFailingCanary(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startManager(t, ns, Options{})
 	stable := rolloutJourney(t, ns, "v1", &flowv1.Rollout{
@@ -178,6 +179,7 @@ func TestRolloutSplitsByUIDAndAbortsAFailingCanary(t *testing.T) {
 // last one without autoPromote, and promote makes it the stable revision: new
 // Sessions all start on it.
 func TestRolloutStepsAndPromote(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
 	startManager(t, ns, Options{Clock: clk})

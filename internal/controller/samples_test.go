@@ -128,6 +128,7 @@ func path(s *flowv1.Session) string {
 }
 
 func TestSampleHealthcareReferral(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startManager(t, ns, Options{})
 	s, _ := loadSample(t, ns, "healthcare-referral.yaml")
@@ -204,6 +205,7 @@ func TestSampleHealthcareReferral(t *testing.T) {
 }
 
 func TestSampleReviewLoop(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startManager(t, ns, Options{})
 	s, _ := loadSample(t, ns, "review-loop.yaml")
@@ -254,6 +256,7 @@ func TestSampleReviewLoop(t *testing.T) {
 }
 
 func TestSamplePlanningWaitsForApproval(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startManager(t, ns, Options{})
 	fresh, sample := loadSample(t, ns, "planning.yaml")
@@ -305,6 +308,7 @@ func TestSamplePlanningWaitsForApproval(t *testing.T) {
 }
 
 func TestSampleDeliveryPipeline(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startManager(t, ns, Options{})
 	_, sample := loadSample(t, ns, "delivery-pipeline.yaml")

@@ -57,6 +57,7 @@ func faqClassifier(kind, user string) string {
 }
 
 func TestHealthcareWithOpenAIClassifier(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cs := newChatServer(t, faqClassifier)
 	startManager(t, ns, Options{})
@@ -118,6 +119,7 @@ func TestHealthcareWithOpenAIClassifier(t *testing.T) {
 }
 
 func TestCrashWhileAgentCallIsBlocked(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cs := newChatServer(t, faqClassifier)
 	cs.Script(testenv.Reply{Hang: true}) // the first call never answers
@@ -183,6 +185,7 @@ func echoJourney(t *testing.T, ns, reply string) {
 }
 
 func TestMessagesInOrderOnceUnderConflicts(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startManager(t, ns, Options{})
 	echoJourney(t, ns, "got {{ .message }}")
@@ -233,6 +236,7 @@ func TestMessagesInOrderOnceUnderConflicts(t *testing.T) {
 }
 
 func TestEditedJourneyKeepsRunningSessionsOnTheirRevision(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startManager(t, ns, Options{})
 	echoJourney(t, ns, "v1 {{ .message }}")
@@ -276,6 +280,7 @@ func TestEditedJourneyKeepsRunningSessionsOnTheirRevision(t *testing.T) {
 }
 
 func TestSuspendCancelAndTTL(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startManager(t, ns, Options{})
 	echoJourney(t, ns, "ok")
@@ -366,6 +371,7 @@ func waitingHealthcare(t *testing.T, limits func(*flowv1.Limits)) (string, *flow
 // A Session waiting for input times out at its deadline with no edit and no restart:
 // the reconcile that leaves it waiting is requeued at limits.sessionTimeout.
 func TestSessionTimesOutWhileWaiting(t *testing.T) {
+	t.Parallel()
 	ns, waiting := waitingHealthcare(t, func(l *flowv1.Limits) {
 		l.SessionTimeout = &metav1.Duration{Duration: 3 * time.Second}
 	})

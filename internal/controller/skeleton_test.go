@@ -56,6 +56,7 @@ func sessionOf(ns, name, journey string) *flowv1.Session {
 }
 
 func TestSessionCompletesThroughEntryPathways(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startManager(t, ns, Options{})
 	pathways := threeStepJourney(ns)
@@ -110,6 +111,7 @@ func TestSessionCompletesThroughEntryPathways(t *testing.T) {
 }
 
 func TestSessionWithMissingJourney(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startManager(t, ns, Options{})
 	create(t, sessionOf(ns, "lost", "nowhere"))
@@ -137,6 +139,7 @@ func TestSessionWithMissingJourney(t *testing.T) {
 }
 
 func TestJourneyWithMissingPathway(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	startManager(t, ns, Options{})
 	p := entryPathway(ns, "only", "")
@@ -172,6 +175,7 @@ func (c revisionLag) Get(ctx context.Context, key client.ObjectKey, obj client.O
 // seen yet starts on it (read live) instead of stalling as if the revision were gone;
 // a revision that is gone still stalls the Session.
 func TestSessionStartsOnARevisionNotCachedYet(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	mgr := startManager(t, ns, Options{})
 	pathways := threeStepJourney(ns)

@@ -11,6 +11,7 @@ import (
 
 // TestComputeResult: the one policy of the three reconcilers, from a typed outcome.
 func TestComputeResult(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("boom")
 	for _, tc := range []struct {
 		name     string

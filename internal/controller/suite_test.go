@@ -11,7 +11,9 @@ import (
 )
 
 // One control plane for the package; each test gets its own namespace and, where it
-// needs one, its own manager.
+// needs one, its own manager, and runs in parallel with the others (most of their time
+// is spent waiting on the control plane). The few that read process-wide metrics run
+// alone, before the parallel ones.
 var (
 	env       *testenv.Environment
 	k8sClient client.Client

@@ -96,6 +96,7 @@ func progressLog(t *testing.T, ns, name string) func() []flowv1.ToolProgress {
 // A result over the size limit is stored cut, with a note, and the Session
 // completes.
 func TestToolProgressIsShownThrottled(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	sent, release := make(chan struct{}), make(chan struct{})
 	server := mcp.NewServer(&mcp.Implementation{Name: "desk"}, nil)
@@ -174,6 +175,7 @@ func TestToolProgressIsShownThrottled(t *testing.T) {
 // tokens it used are journaled with the call's answer and counted in the Session's
 // usage.
 func TestSamplingIsAnsweredByTheNamedAgent(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	model := testenv.NewChatServer(t, testenv.Always(testenv.Reply{Content: "Three doctors, one free slot tomorrow.", Usage: testenv.Usage{Prompt: 40, Completion: 9}}))
 	server := mcp.NewServer(&mcp.Implementation{Name: "desk"}, nil)
@@ -235,6 +237,7 @@ func TestSamplingIsAnsweredByTheNamedAgent(t *testing.T) {
 // TestSamplingIsOffByDefault: without toolServers[].sampling a server's sampling
 // request is refused, and the tool answers what it makes of that.
 func TestSamplingIsOffByDefault(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	server := mcp.NewServer(&mcp.Implementation{Name: "desk"}, nil)
 	server.AddTool(&mcp.Tool{Name: "summarize", InputSchema: map[string]any{"type": "object"}, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},

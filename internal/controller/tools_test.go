@@ -23,6 +23,7 @@ import (
 // book_slot while the manager is stopped; a new manager delivers the call again with
 // the same key, the clinic books once, and the Session completes once.
 func TestToolCallExactlyOnceAcrossRestart(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	c, srv, held := holdingClinic(t)
 
@@ -75,6 +76,7 @@ func TestToolCallExactlyOnceAcrossRestart(t *testing.T) {
 }
 
 func TestJourneyDiscoversTools(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	srv := httptest.NewServer(clinic.New().Handler())
 	defer srv.Close()
@@ -105,6 +107,7 @@ func TestJourneyDiscoversTools(t *testing.T) {
 // TestDestructiveToolWaitsForApproval: book_slot, destructive on the server, waits in
 // AwaitingApproval with no call; an approval makes exactly one call, a rejection none.
 func TestDestructiveToolWaitsForApproval(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	c := clinic.New()
 	srv := httptest.NewServer(c.Handler())

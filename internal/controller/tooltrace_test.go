@@ -23,6 +23,7 @@ import (
 // span in the Session's trace with the call's idempotency key, and the MCP server
 // receives the traceparent of that trace with the call.
 func TestToolCallsTraced(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	var mu sync.Mutex
 	var parents []string

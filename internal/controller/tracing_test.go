@@ -46,6 +46,7 @@ func processed(t *testing.T, ns, name string, n int32) *flowv1.Session {
 // obtained and applied it, and without content capture no attribute holds the user's
 // text or the API key.
 func TestSessionTrace(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	cs := newChatServer(t, faqClassifier)
 	recBefore, recAfter := tracetest.NewSpanRecorder(), tracetest.NewSpanRecorder()
@@ -251,6 +252,7 @@ func (f *failedExports) ExportSpans(ctx context.Context, spans []sdktrace.ReadOn
 // TestUnreachableCollectorChangesNothing: with the OTLP exporter pointed at a closed
 // port, a Session takes exactly the steps it takes without tracing.
 func TestUnreachableCollectorChangesNothing(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

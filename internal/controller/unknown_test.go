@@ -122,6 +122,7 @@ func stalledOnUnknown(t *testing.T, ns, name string) *flowv1.Session {
 // again with the same key; fail: the model is told), Probe asks pay_status with the
 // key and gets the payment, Fail tells the model at once.
 func TestOutcomeUnknownAfterAStop(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	hold, held := holdFirstDeliveries()
 	shop := testenv.NewEffectServer(t, testenv.EffectOptions{Hold: hold})

@@ -113,6 +113,7 @@ func chatAnswer(reply string, complete bool) testenv.Reply {
 }
 
 func TestWritesPerTurn(t *testing.T) {
+	t.Parallel()
 	const turns = 10
 	ns := newNamespace(t)
 	startManager(t, ns, Options{})
@@ -225,6 +226,7 @@ func sessionPathway(r testenv.ChatRequest) string {
 // message changed, so the model's answer is written and applied, and the new message
 // is the next turn. Each call is held open until the test has sent the next message.
 func TestMessagesDuringAModelCallCostNoSecondCall(t *testing.T) {
+	t.Parallel()
 	const turns = 3
 	ns := newNamespace(t)
 	startManager(t, ns, Options{})
