@@ -261,6 +261,7 @@ func checkWebhookService(ctx context.Context, t *testing.T, c client.Client, in 
 // do, that the webhooks call the installed Service, and that with the webhook server
 // down only approvals wait on it.
 func TestInstallsOnAControlPlane(t *testing.T) {
+	t.Parallel() // on a control plane of its own, beside the overlays'
 	// No CRDs: the installs bring them.
 	env := testenv.New(t, testenv.WithoutCRDs())
 	ctx := t.Context()

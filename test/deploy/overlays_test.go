@@ -190,6 +190,7 @@ func TestMetricsService(t *testing.T) {
 // each to a control plane of its own (both run the manager as the same
 // ServiceAccount), and checks what the manager may do and where the webhooks call.
 func TestKustomizeOverlaysOnAControlPlane(t *testing.T) {
+	t.Parallel() // each overlay on a control plane of its own, beside the other installs
 	overlays := []install{
 		{"config/scoped", renderKustomize(t, filepath.Join(repoRoot(), "config", "scoped")), kustomizeNS,
 			"journey-operator-controller-manager", watched, ""},
@@ -198,6 +199,7 @@ func TestKustomizeOverlaysOnAControlPlane(t *testing.T) {
 	}
 	for _, in := range overlays {
 		t.Run(in.name, func(t *testing.T) {
+			t.Parallel()
 			env := testenv.New(t, testenv.WithoutCRDs())
 			ctx := t.Context()
 			for _, ns := range append([]string{"outside"}, watched...) {
