@@ -90,6 +90,9 @@ type SessionReconciler struct {
 	Budgets *budget.Ledger
 
 	snapshots *revision.Cache
+	// fault, in tests, is called at each point of a step where a crash could stop
+	// it (step.Loop.Fault), with the Session's key.
+	fault func(ctx context.Context, session client.ObjectKey, at step.FaultPoint, eff *engine.Effect) error
 	// written holds, per Session, the status.step of this reconciler's last status
 	// write until the cache has seen it (see fresh).
 	written sync.Map

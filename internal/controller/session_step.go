@@ -121,6 +121,12 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 		WriteFirst: func(ctx context.Context, status *flowv1.SessionStatus) error {
 			return r.writeFirst(ctx, s, status, progress)
 		}}
+	if r.fault != nil {
+		key := client.ObjectKeyFromObject(s)
+		loop.Fault = func(ctx context.Context, at step.FaultPoint, eff *engine.Effect) error {
+			return r.fault(ctx, key, at, eff)
+		}
+	}
 	in := step.InputOf(s, now)
 	in.Status = s.Status.DeepCopy() // writeFirst changes s.Status; the step reads what it started from
 	if r.Budgets != nil {

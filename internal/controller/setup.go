@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/journeyops/journey-operator/internal/budget"
 	"github.com/journeyops/journey-operator/internal/engine"
 	"github.com/journeyops/journey-operator/internal/revision"
+	"github.com/journeyops/journey-operator/internal/step"
 	"github.com/journeyops/journey-operator/internal/tools"
 	"github.com/journeyops/journey-operator/internal/tracing"
 	"github.com/journeyops/journey-operator/internal/webhook"
@@ -58,6 +60,9 @@ type Options struct {
 
 	// sessionEvents, in tests, replaces the Session controller's Event writer.
 	sessionEvents events.EventRecorder
+	// fault, in tests, is called at each point of a Session's step where a crash
+	// could stop it (step.Loop.Fault), with the Session's key.
+	fault func(ctx context.Context, session client.ObjectKey, at step.FaultPoint, eff *engine.Effect) error
 }
 
 // DefaultLeaderElectionID is the lease of an unsharded manager.
@@ -137,6 +142,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Tracing:                 opts.Tracing,
 		Audit:                   opts.Audit,
 		ToolProgressInterval:    opts.ToolProgressInterval,
+		fault:                   opts.fault,
 	}).SetupWithManager(mgr)
 }
 

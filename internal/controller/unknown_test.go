@@ -26,21 +26,21 @@ import (
 // call sent and never answered has an unknown outcome after the manager stops, is
 // never sent again on its own, and each tools[].onUnknown settles it.
 
-// shopJourney is journey "shop": one pathway whose openai agent may pay an order
+// shopJourney is journey name: one pathway (name-checkout) whose openai agent may pay an order
 // through three tools of the shop server, all its tool pay, that differ in what
 // happens when a call's outcome is unknown: pay_ask asks a person (the default),
 // pay_probe asks the read-only pay_status, pay_fail fails the call. The shop's
 // idempotency is idempotency.
-func shopJourney(ns, shopURL, chatURL string, idempotency flowv1.ToolIdempotency) (*flowv1.Journey, *flowv1.Pathway) {
+func shopJourney(ns, name, shopURL, chatURL string, idempotency flowv1.ToolIdempotency) (*flowv1.Journey, *flowv1.Pathway) {
 	p := &flowv1.Pathway{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "checkout"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-checkout"},
 		Spec: flowv1.PathwaySpec{
 			Agents:    []flowv1.Name{"gpt"},
 			Tools:     []flowv1.ToolName{"pay_ask", "pay_probe", "pay_fail"},
 			Signature: flowv1.Signature{Instructions: "Pay the customer's order."},
 		},
 	}
-	j := journeyOf(ns, "shop", p)
+	j := journeyOf(ns, name, p)
 	j.Spec.Agents = []flowv1.AgentSpec{{Name: "gpt", Provider: flowv1.ProviderOpenAI, Model: "test-model", BaseURL: chatURL, MaxRetries: ptr.To[int32](0)}}
 	j.Spec.ToolServers = []flowv1.ToolServer{{Name: "shop", URL: shopURL, Timeout: &metav1.Duration{Duration: 20 * time.Second}, Idempotency: idempotency}}
 	j.Spec.Tools = []flowv1.Tool{
@@ -53,13 +53,13 @@ func shopJourney(ns, shopURL, chatURL string, idempotency flowv1.ToolIdempotency
 	return j, p
 }
 
-// startShop creates the shop journey and waits until its tools are pinned.
-func startShop(t *testing.T, ns, shopURL, chatURL string, idempotency flowv1.ToolIdempotency) {
+// startShop creates shop journey name and waits until its tools are pinned.
+func startShop(t *testing.T, ns, name, shopURL, chatURL string, idempotency flowv1.ToolIdempotency) {
 	t.Helper()
-	j, p := shopJourney(ns, shopURL, chatURL, idempotency)
+	j, p := shopJourney(ns, name, shopURL, chatURL, idempotency)
 	create(t, p, j)
 	eventually(t, 30*time.Second, func() error {
-		j := get(t, ns, "shop", &flowv1.Journey{})
+		j := get(t, ns, name, &flowv1.Journey{})
 		if len(j.Status.Tools) < 4 || j.Status.ReadyRevision == "" {
 			return fmt.Errorf("tools %+v, revision %q, issues %v", j.Status.Tools, j.Status.ReadyRevision, j.Status.Issues)
 		}
@@ -134,7 +134,7 @@ func TestOutcomeUnknownAfterAStop(t *testing.T) {
 	model := newReactModel(t, scripts)
 
 	first := env.StartManager(t, managerOptions(ns, Options{}))
-	startShop(t, ns, shop.URL, model.BaseURL(), flowv1.ToolIdempotencyNone)
+	startShop(t, ns, "shop", shop.URL, model.BaseURL(), flowv1.ToolIdempotencyNone)
 	for name := range tools {
 		create(t, sessionOf(ns, name, "shop"))
 		send(t, ns, name, "m1", "Please pay my order.")

@@ -128,6 +128,38 @@ type Loop struct {
 	// made. Without it the call is made with no write first (an offline run, which has
 	// no second attempt to guard against).
 	WriteFirst func(ctx context.Context, status *flowv1.SessionStatus) error
+	// Fault, when set, is called at each point of an effect's life where a crash
+	// could stop the step (see FaultPoint): an error stops the step there, with
+	// nothing more performed and nothing to write, as if the process had died. Tests
+	// of crash recovery set it; nil in production.
+	Fault func(ctx context.Context, at FaultPoint, eff *engine.Effect) error
+}
+
+// FaultPoint is a point of an effect's life in a step, where Loop.Fault is called.
+type FaultPoint string
+
+const (
+	// FaultBeforeCall: the effect's call is about to be made. A tool call's
+	// write-ahead record is on the API server; a call to a server without
+	// idempotency keys is not marked sent yet.
+	FaultBeforeCall FaultPoint = "BeforeCall"
+	// FaultAfterMarkedSent: the status marking a call to a server without
+	// idempotency keys sent is written; the request is not sent yet.
+	FaultAfterMarkedSent FaultPoint = "AfterMarkedSent"
+	// FaultAfterAnswer: the call's answer (or its failure) arrived; nothing is
+	// journaled.
+	FaultAfterAnswer FaultPoint = "AfterAnswer"
+	// FaultAfterJournal: the answer is journaled in the status the step will
+	// write, which is not written yet.
+	FaultAfterJournal FaultPoint = "AfterJournal"
+)
+
+// fault calls l.Fault at point at of eff, if set.
+func (l *Loop) fault(ctx context.Context, at FaultPoint, eff *engine.Effect) error {
+	if l.Fault == nil {
+		return nil
+	}
+	return l.Fault(ctx, at, eff)
 }
 
 // Reserver is the Session's port to the ledger of its Budgets.
@@ -189,15 +221,7 @@ steps:
 			}
 		}
 		if eff != nil {
-			before := status
-			if eff.WriteFirst && l.WriteFirst != nil {
-				if err := l.WriteFirst(ctx, st); err != nil {
-					res.Status, res.Effect = st, eff
-					return res, err
-				}
-				written, before = st.DeepCopy(), st.DeepCopy()
-			}
-			ans, err := l.perform(ctx, snap, before, in.Now, eff)
+			ans, before, err := l.call(ctx, snap, in.Now, status, st, eff, &written)
 			if err != nil {
 				res.Status, res.Effect = st, eff
 				return res, err
@@ -216,6 +240,10 @@ steps:
 			engine.Journal(st, rec, snap.Journey().Limits.MaxJournal, in.Now)
 			if l.Budgets != nil {
 				engine.Charge(st, in.Budgets, engine.Spent(eff, rec))
+			}
+			if err := l.fault(ctx, FaultAfterJournal, eff); err != nil {
+				res.Status, res.Effect = st, eff
+				return res, err
 			}
 			res.Outcome, res.Effect = Performed, eff
 			res.Calls++
@@ -237,6 +265,31 @@ steps:
 		res.Outcome = Unchanged
 	}
 	return res, nil
+}
+
+// call makes the call of eff, which step st asks for after status: the status
+// marking it sent is written first when the engine asks for that (written is then
+// that status), and Fault is called around it. before is the status the write
+// reached before the call.
+func (l *Loop) call(ctx context.Context, snap *engine.Snapshot, now time.Time, status, st *flowv1.SessionStatus, eff *engine.Effect,
+	written **flowv1.SessionStatus) (ans Answer, before *flowv1.SessionStatus, err error) {
+	if err := l.fault(ctx, FaultBeforeCall, eff); err != nil {
+		return Answer{}, nil, err
+	}
+	before = status
+	if eff.WriteFirst && l.WriteFirst != nil {
+		if err := l.WriteFirst(ctx, st); err != nil {
+			return Answer{}, nil, err
+		}
+		*written, before = st.DeepCopy(), st.DeepCopy()
+		if err := l.fault(ctx, FaultAfterMarkedSent, eff); err != nil {
+			return Answer{}, nil, err
+		}
+	}
+	if ans, err = l.perform(ctx, snap, before, now, eff); err != nil {
+		return Answer{}, nil, err
+	}
+	return ans, before, l.fault(ctx, FaultAfterAnswer, eff)
 }
 
 // maxStepsPerWrite bounds the engine steps of one write, whatever they are: the

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 
@@ -51,6 +52,7 @@ type EffectServer struct {
 	payments   map[string]Payment // the first payment of each key
 	effects    map[string]int     // payments made, by key
 	deliveries map[string]int     // pay requests, by key
+	orders     map[string]string  // the order of each key
 	probes     int
 }
 
@@ -82,7 +84,7 @@ type PayStatus struct {
 // NewEffectServer starts an EffectServer until the test ends.
 func NewEffectServer(t testing.TB, o EffectOptions) *EffectServer {
 	t.Helper()
-	e := &EffectServer{o: o, payments: map[string]Payment{}, effects: map[string]int{}, deliveries: map[string]int{}}
+	e := &EffectServer{o: o, payments: map[string]Payment{}, effects: map[string]int{}, deliveries: map[string]int{}, orders: map[string]string{}}
 	s := mcp.NewServer(&mcp.Implementation{Name: "shop", Version: "v1"}, nil)
 	yes, no := true, false
 	mcp.AddTool(s, &mcp.Tool{Name: "pay", Description: "Pay an order.",
@@ -109,6 +111,7 @@ func (e *EffectServer) pay(ctx context.Context, req *mcp.CallToolRequest, in Pay
 	}
 	e.mu.Lock()
 	e.deliveries[key]++
+	e.orders[key] = in.Order
 	n := e.deliveries[key]
 	fail := e.o.Fail != nil && e.o.Fail(key, n)
 	p, paid := e.payments[key]
@@ -170,6 +173,22 @@ func (e *EffectServer) Deliveries() map[string]int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return maps.Clone(e.deliveries)
+}
+
+// Order returns what the server did for order: the payments it made, the pay
+// requests it received, and the idempotency keys they carried (sorted).
+func (e *EffectServer) Order(order string) (effects, deliveries int, keys []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for key, o := range e.orders {
+		if o == order {
+			effects += e.effects[key]
+			deliveries += e.deliveries[key]
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	return effects, deliveries, keys
 }
 
 // Probes returns how many pay_status requests the server received.
