@@ -24,16 +24,23 @@ type a2aClientRun struct {
 		ID, State string
 		Replies   []string
 	}
-	Streamed []struct {
-		Kind, EventID, State, Text string
-		Final                      bool
-	}
+	Streamed, Resumed []a2aEvent
+}
+
+type a2aEvent struct {
+	Kind, EventID, State, Text string
+	Final                      bool
+}
+
+func (ev a2aEvent) String() string {
+	return fmt.Sprintf("%s %s %s %q final=%t", ev.Kind, ev.EventID, ev.State, ev.Text, ev.Final)
 }
 
 // A client nobody here wrote, the official A2A JavaScript SDK, talks to the
 // healthcare-referral sample through the gateway: it reads the agent card, starts a
-// task with a message and streams the reply to a second one. What it got is the
-// Session's transcript, with the event ids the gateway derives from the Session.
+// task with a message, streams the reply to a second one and resubscribes from the
+// reply. What it got is the Session's transcript, with the event ids the gateway
+// derives from the Session.
 func TestA2AJavaScriptClient(t *testing.T) {
 	t.Parallel()
 	ns := "e2e-a2a"
@@ -86,7 +93,7 @@ func TestA2AJavaScriptClient(t *testing.T) {
 	// status.step it was sent at), the reply, the settled state.
 	var got []string
 	for _, ev := range run.Streamed {
-		got = append(got, fmt.Sprintf("%s %s %s %q final=%t", ev.Kind, ev.EventID, ev.State, ev.Text, ev.Final))
+		got = append(got, ev.String())
 	}
 	if len(got) > 0 && regexp.MustCompile(`^task t1\.s\d+ working "" final=false$`).MatchString(got[0]) {
 		got[0] = "task t1.s<step> working"
@@ -98,6 +105,10 @@ func TestA2AJavaScriptClient(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("message/stream events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Resubscribing after the reply replays the one event after it.
+	if len(run.Streamed) == 3 && (len(run.Resumed) != 1 || run.Resumed[0] != run.Streamed[2]) {
+		t.Errorf("tasks/resubscribe from %s yields %v, want the stream's last event", run.Streamed[1].EventID, run.Resumed)
 	}
 	if s.Status.Phase != flowv1.PhaseWaitingForInput {
 		t.Errorf("Session phase %s, want WaitingForInput", s.Status.Phase)

@@ -1,7 +1,8 @@
 // An A2A client written with the official JavaScript SDK (@a2a-js/sdk), as another
 // team's agent or front end would: it reads a journey's agent card, starts a task with
 // one message (message/send), then sends a second message to the same task and streams
-// the reply (message/stream). It prints what it saw as one JSON object on stdout, for
+// the reply (message/stream), and resubscribes from the stream's second event
+// (tasks/resubscribe). It prints what it saw as one JSON object on stdout, for
 // the Go test to check against the Session.
 //
 //   A2A_TOKEN=<bearer token> node a2a-client.mjs <agent URL> <first message> <second message>
@@ -41,13 +42,25 @@ const texts = (parts) => parts.filter((p) => p.kind === 'text').map((p) => p.tex
 const task = await client.sendMessage({ message: message(first) });
 if (task.kind !== 'task') throw new Error(`message/send answered a ${task.kind}, not a task`);
 
+const seen = (ev) => ({
+  kind: ev.kind,
+  eventId: ev.metadata?.['flow.journey.dev/eventId'],
+  ...((ev.kind === 'task' || ev.kind === 'status-update') && { state: ev.status.state }),
+  ...(ev.kind === 'status-update' && { final: ev.final }),
+  ...(ev.kind === 'artifact-update' && { text: texts(ev.artifact.parts).join('') }),
+});
+
 const streamed = [];
 for await (const ev of client.sendMessageStream({ message: message(second, task.id) })) {
-  const seen = { kind: ev.kind, eventId: ev.metadata?.['flow.journey.dev/eventId'] };
-  if (ev.kind === 'task' || ev.kind === 'status-update') seen.state = ev.status.state;
-  if (ev.kind === 'status-update') seen.final = ev.final;
-  if (ev.kind === 'artifact-update') seen.text = texts(ev.artifact.parts).join('');
-  streamed.push(seen);
+  streamed.push(seen(ev));
+}
+
+// As if the stream had been cut after its second event: tasks/resubscribe with the
+// last id seen replays what came after it.
+const resumed = [];
+const lastEventId = streamed[1]?.eventId;
+for await (const ev of client.resubscribeTask({ id: task.id, metadata: { 'flow.journey.dev/lastEventId': lastEventId } })) {
+  resumed.push(seen(ev));
 }
 
 console.log(JSON.stringify({
@@ -64,4 +77,5 @@ console.log(JSON.stringify({
     replies: (task.artifacts ?? []).map((a) => texts(a.parts).join('')),
   },
   streamed,
+  resumed,
 }));
