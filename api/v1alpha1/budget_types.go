@@ -44,13 +44,17 @@ type BudgetSpec struct {
 	// onExhausted is what a Session does when a call's worst case does not
 	// fit: Stall (it waits, with the WaitingForBudget condition saying which
 	// Budget, what the call could cost and what is left, and goes on by
-	// itself when the window rolls over or a limit is raised) or Degrade (the
-	// call is made with the agent of degradeTo, when that fits; otherwise the
-	// Session waits as with Stall). Defaults to Stall.
+	// itself when the window rolls over or a limit is raised) or Degrade (a
+	// model call of a pathway with degrade: Allow is made with the agent of
+	// degradeTo instead, when that fits; the Session's Degraded condition,
+	// an Event and status.lastTurn.degradedTo say so. Other calls wait as
+	// with Stall). Defaults to Stall.
 	// +optional
 	// +kubebuilder:validation:Enum=Stall;Degrade
 	OnExhausted ExhaustedAction `json:"onExhausted,omitempty"`
-	// degradeTo names the cheaper agent of onExhausted: Degrade.
+	// degradeTo names the cheaper agent of onExhausted: Degrade. Only the
+	// pathways with degrade: Allow switch to it, and only when it is an
+	// openai agent of their Journey.
 	// +optional
 	DegradeTo *DegradeTarget `json:"degradeTo,omitempty"`
 }
@@ -108,6 +112,29 @@ const (
 type DegradeTarget struct {
 	// agent is the name of an agent of the Session's Journey (spec.agents).
 	// A Journey without it is not degraded: its Sessions wait as with Stall.
+	// +required
+	Agent Name `json:"agent"`
+}
+
+// DegradePolicy is whether a pathway's model calls may run on a Budget's
+// cheaper agent.
+// +kubebuilder:validation:Enum=Allow;Never
+type DegradePolicy string
+
+const (
+	// DegradeAllow: a Budget with onExhausted Degrade switches the calls.
+	DegradeAllow DegradePolicy = "Allow"
+	// DegradeNever: the Session waits for room.
+	DegradeNever DegradePolicy = "Never"
+)
+
+// Degradation is a turn whose pathway ran on a Budget's degradeTo agent.
+type Degradation struct {
+	// budget is the Budget that had no room for the pathway's own agents.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Budget string `json:"budget"`
+	// agent is the agent the calls were made with instead.
 	// +required
 	Agent Name `json:"agent"`
 }

@@ -166,6 +166,13 @@ const (
 	ReasonBudgetExhausted = "BudgetExhausted"
 )
 
+// Degraded: the Session's last model call of its pathway was made with the
+// degradeTo agent of a Budget with onExhausted: Degrade, which had no room for
+// the pathway's own agents (only while true, reason Degraded): the message
+// names the Budget and both agents. It goes when a call of the pathway fits
+// with its own agents again.
+const ConditionDegraded = "Degraded"
+
 // Budget conditions: Ready (the Budget is valid and its ledger counted),
 // SoftLimitReached (a limit is past spec.softLimitPercent) and Exhausted (a
 // call of a selected Session found no room in the current window).

@@ -107,6 +107,13 @@ type PathwaySpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	FallbackReply string `json:"fallbackReply,omitempty"`
+
+	// degrade is whether this pathway's model calls may run on a cheaper
+	// agent when a Budget has no room for them: Allow (a Budget with
+	// onExhausted: Degrade switches them to its degradeTo agent) or Never
+	// (the Session waits for room). Defaults to Never.
+	// +optional
+	Degrade DegradePolicy `json:"degrade,omitempty"`
 }
 
 // Pipeline combines several agents.

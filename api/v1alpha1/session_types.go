@@ -1124,6 +1124,10 @@ type TurnOutcome struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	ToolCalls []ToolCallRecord `json:"toolCalls,omitempty"`
+	// degradedTo says the turn's pathway ran on a cheaper agent: a Budget
+	// with onExhausted: Degrade had no room for the pathway's own agents.
+	// +optional
+	DegradedTo *Degradation `json:"degradedTo,omitempty"`
 }
 
 // TurnReply is one reply of a turn.

@@ -53,6 +53,8 @@ type Ledger struct {
 type account struct {
 	generation int64
 	limit      engine.Spend
+	// degradeTo is the agent of onExhausted: Degrade, empty for Stall.
+	degradeTo  string
 	start, end time.Time
 	// charged is what each Session's status.budgets says it spent in the window.
 	charged map[types.UID]engine.Spend
@@ -68,6 +70,19 @@ type account struct {
 }
 
 func (a *account) left() engine.Spend { return a.limit.Sub(a.base).Sub(a.sum).Sub(a.reserved) }
+
+// room is the account of Budget name as the step sees it.
+func (a *account) room(name string) engine.BudgetRoom {
+	return engine.BudgetRoom{Name: name, WindowStart: a.start, WindowEnd: a.end, Limit: a.limit, Left: a.left(), DegradeTo: a.degradeTo}
+}
+
+// degradeTo is the agent Budget b degrades calls to, empty when it stalls them.
+func degradeTo(b *flowv1.Budget) string {
+	if b.Spec.OnExhausted != flowv1.ExhaustedDegrade || b.Spec.DegradeTo == nil {
+		return ""
+	}
+	return string(b.Spec.DegradeTo.Agent)
+}
 
 // NewLedger returns an empty ledger reading with r.
 func NewLedger(r client.Reader) *Ledger {
@@ -96,7 +111,7 @@ func (l *Ledger) Rooms(ctx context.Context, s *flowv1.Session, now time.Time) ([
 		}
 		key := client.ObjectKeyFromObject(b)
 		l.mu.Lock()
-		rooms = append(rooms, engine.BudgetRoom{Name: b.Name, WindowStart: a.start, WindowEnd: a.end, Limit: a.limit, Left: a.left()})
+		rooms = append(rooms, a.room(b.Name))
 		l.mu.Unlock()
 		keys = append(keys, key)
 	}
@@ -121,7 +136,7 @@ func (l *Ledger) account(ctx context.Context, b *flowv1.Budget, now time.Time) (
 	a := l.accounts[key]
 	if a != nil && a.start.Equal(start) {
 		if a.generation != b.Generation {
-			a.generation, a.limit = b.Generation, limit
+			a.generation, a.limit, a.degradeTo = b.Generation, limit, degradeTo(b)
 			l.wakeLocked(a)
 		}
 		l.mu.Unlock()
@@ -153,7 +168,7 @@ func (l *Ledger) rebuild(ctx context.Context, b *flowv1.Budget, start, end time.
 	if err := l.Reader.List(ctx, &sessions, client.InNamespace(b.Namespace)); err != nil {
 		return nil, err
 	}
-	a := &account{generation: b.Generation, limit: limit, start: start, end: end, charged: map[types.UID]engine.Spend{},
+	a := &account{generation: b.Generation, limit: limit, degradeTo: degradeTo(b), start: start, end: end, charged: map[types.UID]engine.Spend{},
 		holds: map[types.UID]map[string]engine.Spend{}, waiting: map[types.NamespacedName]engine.Spend{}}
 	for i := range sessions.Items {
 		s := &sessions.Items[i]
@@ -207,7 +222,7 @@ func (l *Ledger) Reserve(uid types.UID, key string, need engine.Spend) ([]engine
 		rooms := make([]engine.BudgetRoom, 0, len(keys))
 		for _, k := range keys {
 			if a := l.accounts[k]; a != nil {
-				rooms = append(rooms, engine.BudgetRoom{Name: k.Name, WindowStart: a.start, WindowEnd: a.end, Limit: a.limit, Left: a.left()})
+				rooms = append(rooms, a.room(k.Name))
 			}
 		}
 		return rooms, false

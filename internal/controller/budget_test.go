@@ -22,13 +22,16 @@ import (
 // pricedJourney is a one-pathway journey on a priced openai agent: each answer uses
 // 120 prompt and 30 completion tokens, USD 0.0015 at USD 10 per million tokens; its
 // worst case (the prompt estimate plus 50 answer tokens) is several times that.
-func pricedJourney(t *testing.T, ns string, chat *testenv.ChatServer) {
+func pricedJourney(t *testing.T, ns string, chat *testenv.ChatServer, mods ...func(*flowv1.Journey, *flowv1.Pathway)) {
 	t.Helper()
 	p := &flowv1.Pathway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ask"},
 		Spec: flowv1.PathwaySpec{Agents: []flowv1.Name{"gpt"}, Signature: flowv1.Signature{Instructions: "Answer the question."}}}
 	j := journeyOf(ns, "priced", p)
 	j.Spec.Agents = []flowv1.AgentSpec{{Name: "gpt", Provider: flowv1.ProviderOpenAI, Model: "test-model", BaseURL: chat.BaseURL(),
 		MaxRetries: ptr.To[int32](0), MaxTokens: ptr.To[int32](50), Pricing: &flowv1.Pricing{PromptPerMTok: "10", CompletionPerMTok: "10"}}}
+	for _, mod := range mods {
+		mod(j, p)
+	}
 	create(t, p, j)
 	eventually(t, 30*time.Second, func() error {
 		if get(t, ns, "priced", &flowv1.Journey{}).Status.ReadyRevision == "" {
@@ -244,4 +247,93 @@ func TestBudgetTighterOfTwo(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A Budget with onExhausted: Degrade that has no room for the pathway's own agent
+// has its call made with the cheaper agent: the Session completes, says so in its
+// turn, its Degraded condition and an Event, and the Budget's spend stays within
+// its limit. With room again, the pathway's own agent answers.
+func TestBudgetDegrade(t *testing.T) {
+	ns := newNamespace(t)
+	chat := pricedChat(t)
+	startManager(t, ns, Options{BudgetFlush: 100 * time.Millisecond})
+	pricedJourney(t, ns, chat, func(j *flowv1.Journey, p *flowv1.Pathway) {
+		small := j.Spec.Agents[0]
+		small.Name, small.Model, small.Pricing = "small", "small-model", &flowv1.Pricing{PromptPerMTok: "0.01", CompletionPerMTok: "0.01"}
+		j.Spec.Agents = append(j.Spec.Agents, small)
+		p.Spec.Degrade = flowv1.DegradeAllow
+	})
+	// Less than one answer of gpt (USD 0.0015): only small's calls fit.
+	create(t, sharedBudget(ns, "team", "0.001", func(b *flowv1.Budget) {
+		b.Spec.OnExhausted, b.Spec.DegradeTo = flowv1.ExhaustedDegrade, &flowv1.DegradeTarget{Agent: "small"}
+	}))
+	s := sessionOf(ns, "s", "priced")
+	s.Spec.Messages = []flowv1.Message{{ID: "m1", Text: "What is the copay?"}}
+	create(t, s)
+	done := func(name string) *flowv1.Session {
+		var got *flowv1.Session
+		eventually(t, 30*time.Second, func() error {
+			got = get(t, ns, name, &flowv1.Session{})
+			if got.Status.Phase != flowv1.PhaseCompleted {
+				return fmt.Errorf("session %s: phase %s, reason %s", name, got.Status.Phase, got.Status.Reason)
+			}
+			return nil
+		})
+		return got
+	}
+	got := done("s")
+	if models := modelsAsked(chat); strings.Join(models, ",") != "small-model" {
+		t.Fatalf("models asked %v, want small-model once", models)
+	}
+	if d := got.Status.LastTurn.DegradedTo; d == nil || d.Budget != "team" || d.Agent != "small" {
+		t.Errorf("lastTurn.degradedTo %+v", d)
+	}
+	c := apimeta.FindStatusCondition(got.Status.Conditions, flowv1.ConditionDegraded)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != flowv1.ReasonDegraded ||
+		!strings.HasPrefix(c.Message, "Budget team has no room for the calls of pathway ask with agent gpt; they are made with agent small") {
+		t.Errorf("Degraded %+v", c)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if !eventReasons(t, ns, "s")[flowv1.ReasonDegraded] {
+			return fmt.Errorf("no %s Event", flowv1.ReasonDegraded)
+		}
+		return nil
+	})
+	// 150 tokens at USD 0.01 per million: what small's answer cost, within the limit.
+	charged, journaled, calls := spentBySessions(t, ns, "team")
+	if calls != 1 || charged != journaled || charged.CostNano != 1500 {
+		t.Fatalf("charged %+v, journaled %+v in %d calls", charged, journaled, calls)
+	}
+
+	// Raised: the pathway's own agent answers, not degraded.
+	b := get(t, ns, "team", &flowv1.Budget{})
+	b.Spec.Limits.CostUSD = "1"
+	if err := k8sClient.Update(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if b := get(t, ns, "team", &flowv1.Budget{}); b.Status.ObservedGeneration != b.Generation {
+			return fmt.Errorf("Budget status of generation %d, want %d", b.Status.ObservedGeneration, b.Generation)
+		}
+		return nil
+	})
+	s2 := sessionOf(ns, "s2", "priced")
+	s2.Spec.Messages = []flowv1.Message{{ID: "m1", Text: "What is the copay?"}}
+	create(t, s2)
+	got = done("s2")
+	if models := modelsAsked(chat); strings.Join(models, ",") != "small-model,test-model" {
+		t.Fatalf("models asked %v", models)
+	}
+	if got.Status.LastTurn.DegradedTo != nil || apimeta.FindStatusCondition(got.Status.Conditions, flowv1.ConditionDegraded) != nil {
+		t.Errorf("s2 degraded: %+v", got.Status.LastTurn)
+	}
+}
+
+// modelsAsked are the models chat was asked, in order.
+func modelsAsked(chat *testenv.ChatServer) []string {
+	var out []string
+	for _, r := range chat.Requests() {
+		out = append(out, r.Model)
+	}
+	return out
 }

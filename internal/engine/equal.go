@@ -172,7 +172,8 @@ func outcomeEqual(a, b *flowv1.TurnOutcome) bool {
 	return a.Trigger == b.Trigger && a.MessageID == b.MessageID && a.Pathway == b.Pathway && a.FinishReason == b.FinishReason &&
 		a.AssistantText == b.AssistantText && a.ResultType == b.ResultType && a.Complete == b.Complete &&
 		a.Transition == b.Transition && jsonEqual(a.Outputs, b.Outputs) && slices.Equal(a.Failures, b.Failures) && a.Usage == b.Usage &&
-		slices.Equal(a.ToolCalls, b.ToolCalls) && slices.Equal(a.Replies, b.Replies)
+		slices.Equal(a.ToolCalls, b.ToolCalls) && slices.Equal(a.Replies, b.Replies) &&
+		(a.DegradedTo == nil) == (b.DegradedTo == nil) && (a.DegradedTo == nil || *a.DegradedTo == *b.DegradedTo)
 }
 
 func retryEqual(a, b *flowv1.AgentRetry) bool {

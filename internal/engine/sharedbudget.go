@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -72,6 +73,10 @@ type BudgetRoom struct {
 	// calls spent and what calls being made now hold. It may be negative when a
 	// limit was lowered.
 	Left Spend
+	// DegradeTo is the agent of a Budget with onExhausted: Degrade (empty for
+	// Stall): a pathway model call it has no room for is made with that agent,
+	// when the pathway allows it and the smaller call fits.
+	DegradeTo string
 }
 
 // WorstCase is the most eff can spend: for model calls, worstCase's tokens and cost
@@ -192,6 +197,82 @@ func calls(n int64, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// Degrade returns eff, a model call of a pathway with degrade: Allow, with its remote
+// agents replaced by agent to, an openai agent of the journey; ok is false when eff
+// cannot be degraded so (another kind of call, a pathway that does not allow it, an
+// agent that is not an openai agent of the journey, or nothing to replace). The
+// question is the same, so is the input hash: a journaled answer of the degraded
+// call answers the call.
+func (s *Snapshot) Degrade(eff *Effect, to string) (*Effect, bool) {
+	if to == "" || eff.Kind != flowv1.EffectRunPathway || eff.Pathway == nil {
+		return nil, false
+	}
+	if p := s.pathways[eff.Pathway.Pathway]; p == nil || p.Degrade != flowv1.DegradeAllow {
+		return nil, false
+	}
+	cheap, remote := s.resolveAgent(to)
+	if !remote {
+		return nil, false
+	}
+	agents, changed := slices.Clone(eff.Agents), false
+	for i, a := range agents {
+		if a.Provider == flowv1.ProviderOpenAI && a.Name != cheap.Name {
+			agents[i], changed = cheap, true
+		}
+	}
+	if !changed {
+		return nil, false
+	}
+	return newEffect(eff.Kind, agents, eff.Pipeline, *eff.Pathway), true
+}
+
+// degrade returns eff on a cheaper agent when every Budget without room for it has
+// onExhausted: Degrade (the agent of the first of them, by name) and eff's pathway
+// allows it, with that Budget; ok is false otherwise.
+func (r *run) degrade(eff *Effect) (*Effect, BudgetRoom, bool) {
+	need := WorstCase(eff)
+	var by *BudgetRoom
+	for i := range r.in.Budgets {
+		b := &r.in.Budgets[i]
+		if _, ok := Fits(need, b.Left, b.Limit); ok {
+			continue
+		}
+		if b.DegradeTo == "" {
+			return nil, BudgetRoom{}, false // a Budget that stalls has the last word
+		}
+		if by == nil {
+			by = b
+		}
+	}
+	if by == nil {
+		return nil, BudgetRoom{}, false
+	}
+	d, ok := r.snap.Degrade(eff, by.DegradeTo)
+	return d, *by, ok
+}
+
+// degraded records that the pathway's call eff runs as d, on Budget b's degradeTo
+// agent: in the turn and in the Degraded condition (an Event when it turns True).
+func (r *run) degraded(b BudgetRoom, eff, d *Effect) {
+	if lt := r.st.LastTurn; lt != nil {
+		lt.DegradedTo = &flowv1.Degradation{Budget: b.Name, Agent: flowv1.Name(b.DegradeTo)}
+	}
+	setCondition(r.st, flowv1.ConditionDegraded, metav1.ConditionTrue, flowv1.ReasonDegraded, fmt.Sprintf(
+		"Budget %s has no room for the calls of pathway %s with agent %s; they are made with agent %s (onExhausted: Degrade) until it has room (kubectl journey budget %s)",
+		b.Name, r.st.CurrentPathway, agentNames(eff), agentNames(d), b.Name), r.now)
+}
+
+// agentNames are the names of eff's remote agents, comma-separated, each once.
+func agentNames(eff *Effect) string {
+	var names []string
+	for _, a := range eff.Agents {
+		if a.Provider == flowv1.ProviderOpenAI && !slices.Contains(names, string(a.Name)) {
+			names = append(names, string(a.Name))
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // waitForBudget stops the step before a call Budget w has no room for: the turn stays

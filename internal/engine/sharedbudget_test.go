@@ -307,3 +307,162 @@ func TestDefaultSessionCostCap(t *testing.T) {
 		})
 	}
 }
+
+// degradable is pricedChat with a second, cheap agent "small" (worst case well under
+// a cent), and pathway chat allowing degrade: bot's answers cost USD 0.25, small's
+// USD 0.001.
+func degradable(t *testing.T, policy flowv1.DegradePolicy) (*session, *llm) {
+	d := budgeted("")
+	d.j.Limits.Budget = nil
+	d.j.Agents = append(d.j.Agents, flowv1.AgentSpec{Name: "small", Provider: flowv1.ProviderOpenAI, Model: "s", MaxTokens: d.j.Agents[0].MaxTokens,
+		Pricing: &flowv1.Pricing{PromptPerMTok: "0.1", CompletionPerMTok: "1"}})
+	d.p["chat"].Degrade = policy
+	s := newSession(t, d)
+	l := &llm{pathway: func(req agent.PathwayRequest) (agent.PathwayResponse, error) {
+		return agent.PathwayResponse{Reply: "re: " + req.Message, ResultType: flowv1.ResultSuccess}, nil
+	}}
+	s.answer = func(e *Effect) (any, error) {
+		l.usage = agent.Usage{PromptTokens: 1000, CompletionTokens: 200, CostUSD: 0.25}
+		if e.Agents[0].Name == "small" {
+			l.usage.CostUSD = 0.001
+		}
+		return l.answer(e)
+	}
+	return s, l
+}
+
+// agentsOf are the first agents of s's effects, in order.
+func agentsOf(s *session) string {
+	var names []string
+	for _, e := range s.effects {
+		names = append(names, string(e.Agents[0].Name))
+	}
+	return strings.Join(names, ",")
+}
+
+// onExhausted: Degrade switches the calls of a pathway that allows it to the cheaper
+// agent once the Budget has no room for its own, says so in the turn, a condition
+// and an Event, and switches back when the Budget has room again.
+func TestSharedBudgetDegrade(t *testing.T) {
+	s, _ := degradable(t, flowv1.DegradeAllow)
+	b := window("team", Spend{CostNano: 1e9})
+	s.say("m1", "one").say("m2", "two").say("m3", "three").say("m4", "four")
+	before := s.st.DeepCopy()
+	degradeRoom := func(l *ledger) BudgetRoom { r := l.room(); r.DegradeTo = "small"; return r }
+	// run with the Budget's degradeTo: the harness's ledger rooms have none.
+	runDegraded := func() {
+		for range 200 {
+			s.budgets = []BudgetRoom{degradeRoom(b)}
+			prev := s.st.DeepCopy()
+			eff := s.step()
+			if eff == nil {
+				if equality.Semantic.DeepEqual(prev, s.st) {
+					return
+				}
+				continue
+			}
+			if field, ok := Fits(WorstCase(eff), s.budgets[0].Left, b.limit); !ok {
+				t.Fatalf("the engine asked for a call that does not fit (%s)", field)
+			}
+			s.perform(eff)
+			spent := Spent(eff, s.st.PendingEffect)
+			Charge(s.st, s.budgets, spent)
+			b.spent = b.spent.Add(spent)
+		}
+		t.Fatalf("the session did not settle")
+	}
+	runDegraded()
+	if got := agentsOf(s); got != "bot,bot,bot,small" || s.st.ProcessedMessages != 4 || s.condition(flowv1.ConditionWaitingForBudget) != nil {
+		t.Fatalf("agents %s, %d processed, conditions %s", got, s.st.ProcessedMessages, dump(s.st.Conditions))
+	}
+	if d := s.st.LastTurn.DegradedTo; d == nil || d.Budget != "team" || d.Agent != "small" || s.st.LastTurn.AssistantText != "re: four" {
+		t.Fatalf("lastTurn %s", dump(s.st.LastTurn))
+	}
+	c := s.condition(flowv1.ConditionDegraded)
+	const want = "Budget team has no room for the calls of pathway chat with agent bot; they are made with agent small (onExhausted: Degrade) until it has room (kubectl journey budget team)"
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != flowv1.ReasonDegraded || c.Message != want {
+		t.Fatalf("Degraded %s", dump(c))
+	}
+	if ready := s.condition(flowv1.ConditionReady); ready.Status != metav1.ConditionTrue {
+		t.Errorf("a degraded Session is Ready: %s", dump(ready))
+	}
+	var degradedEvents int
+	for _, e := range Events(before, s.st) {
+		if e.Reason == flowv1.ReasonDegraded && e.Message == want {
+			degradedEvents++
+		}
+	}
+	if degradedEvents != 1 {
+		t.Errorf("%d Degraded Events in %s", degradedEvents, dump(Events(before, s.st)))
+	}
+	if b.spent.CostNano != 751e6 || ChargeSpend(s.st.Budgets[0]) != b.spent {
+		t.Errorf("spent %+v, status.budgets %s", b.spent, dump(s.st.Budgets))
+	}
+
+	// Raised: the pathway's own agent again, and the condition goes.
+	b.limit = Spend{CostNano: 100e9}
+	s.say("m5", "five")
+	runDegraded()
+	if got := agentsOf(s); got != "bot,bot,bot,small,bot" || s.condition(flowv1.ConditionDegraded) != nil || s.st.LastTurn.DegradedTo != nil {
+		t.Fatalf("agents %s, Degraded %s, lastTurn %s", got, dump(s.condition(flowv1.ConditionDegraded)), dump(s.st.LastTurn))
+	}
+}
+
+// Degrade applies only where every Budget without room allows it, to pathways with
+// degrade: Allow, and when the cheaper call fits: otherwise the Session waits.
+func TestSharedBudgetDegradeWaits(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy flowv1.DegradePolicy
+		rooms  func(spent Spend) []BudgetRoom
+		want   string
+	}{
+		{"pathway does not allow it", "", func(spent Spend) []BudgetRoom {
+			r := window("team", Spend{CostNano: 1e9}).room()
+			r.Left, r.DegradeTo = r.Left.Sub(spent), "small"
+			return []BudgetRoom{r}
+		}, "Budget team has no room for the next RunPathway call, which could cost up to USD 0.26"},
+		{"another Budget stalls", flowv1.DegradeAllow, func(spent Spend) []BudgetRoom {
+			a, b := window("a", Spend{CostNano: 1e9}).room(), window("b", Spend{CostNano: 1e9}).room()
+			a.Left, a.DegradeTo = a.Left.Sub(spent), "small"
+			b.Left = b.Left.Sub(spent)
+			return []BudgetRoom{a, b}
+		}, "Budget a has no room for the next RunPathway call, which could cost up to USD 0.26"},
+		{"the cheaper call does not fit either", flowv1.DegradeAllow, func(spent Spend) []BudgetRoom {
+			r := window("team", Spend{ModelCalls: 3}).room()
+			r.Left, r.DegradeTo = r.Left.Sub(Spend{ModelCalls: spent.ModelCalls}), "small"
+			return []BudgetRoom{r}
+		}, "Budget team has no room for the next RunPathway call, which could make 1 model call: 0 model calls"},
+		{"degradeTo is not an openai agent", flowv1.DegradeAllow, func(spent Spend) []BudgetRoom {
+			r := window("team", Spend{CostNano: 1e9}).room()
+			r.Left, r.DegradeTo = r.Left.Sub(spent), "nobody"
+			return []BudgetRoom{r}
+		}, "Budget team has no room for the next RunPathway call"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := degradable(t, tc.policy)
+			s.say("m1", "one").say("m2", "two").say("m3", "three").say("m4", "four")
+			var spent Spend
+			for range 100 {
+				s.budgets = tc.rooms(spent)
+				prev := s.st.DeepCopy()
+				eff := s.step()
+				if eff == nil {
+					if equality.Semantic.DeepEqual(prev, s.st) {
+						break
+					}
+					continue
+				}
+				s.perform(eff)
+				spent = spent.Add(Spent(eff, s.st.PendingEffect))
+			}
+			w := s.condition(flowv1.ConditionWaitingForBudget)
+			if got := agentsOf(s); got != "bot,bot,bot" || w == nil || !strings.HasPrefix(w.Message, tc.want) {
+				t.Fatalf("agents %s, WaitingForBudget %s", got, dump(w))
+			}
+			if s.condition(flowv1.ConditionDegraded) != nil || s.st.LastTurn.DegradedTo != nil {
+				t.Errorf("not degraded, yet %s", dump(s.st.LastTurn))
+			}
+		})
+	}
+}

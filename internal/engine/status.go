@@ -257,6 +257,9 @@ func Events(old, cur *flowv1.SessionStatus) []Event {
 			out = append(out, Event{EventWarning, reason, c.Message})
 		}
 	}
+	if c := apimeta.FindStatusCondition(cur.Conditions, flowv1.ConditionDegraded); c != nil && !apimeta.IsStatusConditionTrue(old.Conditions, flowv1.ConditionDegraded) {
+		out = append(out, Event{EventNormal, flowv1.ReasonDegraded, c.Message})
+	}
 	out = append(out, capEvents(old, cur)...)
 	out = append(out, interventionEvents(old, cur)...)
 	out = append(out, timeoutEvents(old, cur)...)

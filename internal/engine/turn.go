@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
 )
@@ -174,7 +176,22 @@ func (r *run) remote(kind flowv1.EffectKind, agents []flowv1.AgentSpec, pipeline
 		return nil, r.stallOnBudget(why)
 	}
 	if w, over := r.noRoom(kind, WorstCase(eff)); over {
-		return nil, r.waitForBudget(w)
+		d, b, ok := r.degrade(eff)
+		if !ok {
+			return nil, r.waitForBudget(w)
+		}
+		if why, over := r.unaffordable(d); over {
+			return nil, r.stallOnBudget(why)
+		}
+		if w, over := r.noRoom(kind, WorstCase(d)); over {
+			return nil, r.waitForBudget(w)
+		}
+		r.degraded(b, eff, d)
+		return nil, waitOn(d)
+	}
+	if kind == flowv1.EffectRunPathway {
+		// The pathway's own agents fit: no longer degraded.
+		apimeta.RemoveStatusCondition(&r.st.Conditions, flowv1.ConditionDegraded)
 	}
 	return nil, waitOn(eff)
 }

@@ -469,11 +469,23 @@ func reserveKey(uid string, step int64, eff *engine.Effect) string {
 }
 
 // waitsFor is the worst case of the call a Session waiting for room would make: the
-// call the step asks for without the Budgets (zero when it asks for none).
+// call the step asks for without the Budgets (zero when it asks for none), or the
+// smaller call a Budget with onExhausted: Degrade would make of it (each amount the
+// least of them), so the Session is woken when either may fit.
 func waitsFor(snap *engine.Snapshot, in engine.Input, status *flowv1.SessionStatus) engine.Spend {
+	rooms := in.Budgets
 	in.Budgets, in.Status = nil, status
-	if _, eff := engine.Step(snap, in); eff != nil {
-		return engine.WorstCase(eff)
+	_, eff := engine.Step(snap, in)
+	if eff == nil {
+		return engine.Spend{}
 	}
-	return engine.Spend{}
+	need := engine.WorstCase(eff)
+	for _, b := range rooms {
+		if d, ok := snap.Degrade(eff, b.DegradeTo); ok {
+			less := engine.WorstCase(d)
+			need = engine.Spend{CostNano: min(need.CostNano, less.CostNano), Tokens: min(need.Tokens, less.Tokens),
+				ToolCalls: min(need.ToolCalls, less.ToolCalls), ModelCalls: min(need.ModelCalls, less.ModelCalls)}
+		}
+	}
+	return need
 }
