@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -336,4 +337,49 @@ func modelsAsked(chat *testenv.ChatServer) []string {
 		out = append(out, r.Model)
 	}
 	return out
+}
+
+// Past softLimitPercent of a limit, the Budget's SoftLimitReached condition turns
+// True and a Warning Event says so; below it, the condition is False.
+func TestBudgetSoftLimitReached(t *testing.T) {
+	ns := newNamespace(t)
+	chat := pricedChat(t)
+	startManager(t, ns, Options{BudgetFlush: 100 * time.Millisecond})
+	pricedJourney(t, ns, chat)
+	create(t, sharedBudget(ns, "team", "", func(b *flowv1.Budget) {
+		b.Spec.Limits = flowv1.BudgetLimits{ModelCalls: 4}
+		b.Spec.SoftLimitPercent = ptr.To[int32](50)
+	}))
+	soft := func(name string, want metav1.ConditionStatus, calls int64) {
+		t.Helper()
+		s := sessionOf(ns, name, "priced")
+		s.Spec.Messages = []flowv1.Message{{ID: "m1", Text: "hi"}}
+		create(t, s)
+		eventually(t, 30*time.Second, func() error {
+			b := get(t, ns, "team", &flowv1.Budget{})
+			c := apimeta.FindStatusCondition(b.Status.Conditions, flowv1.ConditionSoftLimitReached)
+			if spent := budget.Amounts(b.Status.Spent); spent.ModelCalls != calls || c == nil || c.Status != want {
+				return fmt.Errorf("spent %+v, SoftLimitReached %+v", b.Status.Spent, c)
+			}
+			return nil
+		})
+	}
+	soft("s-0", metav1.ConditionFalse, 1)
+	if eventReasons(t, ns, "team")[flowv1.ReasonSoftLimitReached] {
+		t.Fatalf("a SoftLimitReached Event below the soft limit")
+	}
+	soft("s-1", metav1.ConditionTrue, 2)
+	eventually(t, 10*time.Second, func() error {
+		var list eventsv1.EventList
+		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "Budget" && e.Regarding.Name == "team" && e.Reason == flowv1.ReasonSoftLimitReached && e.Type == "Warning" &&
+				strings.Contains(e.Note, "spent 50% of a limit") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Warning %s Event about Budget team", flowv1.ReasonSoftLimitReached)
+	})
 }

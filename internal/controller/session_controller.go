@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -232,14 +233,28 @@ func (r *SessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&flowv1.Session{}, builder.WithPredicates(inShard, sessionEvents)).
 		Watches(&flowv1.Journey{}, handler.EnqueueRequestsFromMapFunc(r.waitingSessions))
 	if r.Budgets != nil {
-		// The ledger wakes a Session that waited for room once its call fits.
-		wake := make(chan event.TypedGenericEvent[*flowv1.Session])
+		// The ledger wakes a Session that waited for room once its call fits: straight
+		// into the controller's queue, which never blocks and keeps no goroutine per
+		// Session (a wake before the controller starts is dropped: starting reconciles
+		// every Session anyway; after it stops, the queue drops it).
+		var (
+			mu    sync.Mutex
+			queue workqueue.TypedRateLimitingInterface[reconcile.Request]
+		)
 		r.Budgets.Wake = func(key types.NamespacedName) {
-			s := &flowv1.Session{}
-			s.Namespace, s.Name = key.Namespace, key.Name
-			go func() { wake <- event.TypedGenericEvent[*flowv1.Session]{Object: s} }()
+			mu.Lock()
+			q := queue
+			mu.Unlock()
+			if q != nil {
+				q.Add(reconcile.Request{NamespacedName: key})
+			}
 		}
-		b = b.WatchesRawSource(source.Channel(wake, &handler.TypedEnqueueRequestForObject[*flowv1.Session]{}))
+		b = b.WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			queue = q
+			return nil
+		}))
 	}
 	return b.
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
