@@ -144,3 +144,37 @@ func TestApprovalIndex(t *testing.T) {
 		t.Errorf("ApprovalIndex(d-3) = %d, want -1", got)
 	}
 }
+
+// upgradePolicy ReplayCompatible moves running Sessions to the revision that serves
+// (stable under a rollout), never those of a running canary; Pinned moves none.
+func TestUpgradeTarget(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		policy UpgradePolicy
+		status JourneyStatus
+		rev    string
+		want   string
+	}{
+		{"pinned", UpgradePinned, JourneyStatus{ReadyRevision: "j-2"}, "j-1", ""},
+		{"default is pinned", "", JourneyStatus{ReadyRevision: "j-2"}, "j-1", ""},
+		{"older revision", UpgradeReplayCompatible, JourneyStatus{ReadyRevision: "j-2"}, "j-1", "j-2"},
+		{"on the ready revision", UpgradeReplayCompatible, JourneyStatus{ReadyRevision: "j-2"}, "j-2", ""},
+		{"not pinned yet", UpgradeReplayCompatible, JourneyStatus{ReadyRevision: "j-2"}, "", ""},
+		{"no ready revision", UpgradeReplayCompatible, JourneyStatus{}, "j-1", ""},
+		{"older than stable during a canary", UpgradeReplayCompatible,
+			JourneyStatus{ReadyRevision: "j-3", StableRevision: "j-2", CanaryRevision: "j-3"}, "j-1", "j-2"},
+		{"on a running canary", UpgradeReplayCompatible,
+			JourneyStatus{ReadyRevision: "j-3", StableRevision: "j-2", CanaryRevision: "j-3"}, "j-3", ""},
+		{"on stable during a canary", UpgradeReplayCompatible,
+			JourneyStatus{ReadyRevision: "j-3", StableRevision: "j-2", CanaryRevision: "j-3"}, "j-2", ""},
+		{"on an aborted canary", UpgradeReplayCompatible,
+			JourneyStatus{ReadyRevision: "j-3", StableRevision: "j-2", Rollout: &RolloutStatus{Revision: "j-3", Phase: RolloutAborted}}, "j-3", "j-2"},
+		{"on the old stable after a promotion", UpgradeReplayCompatible,
+			JourneyStatus{ReadyRevision: "j-3", StableRevision: "j-3"}, "j-2", "j-3"},
+	} {
+		j := &Journey{Spec: JourneySpec{UpgradePolicy: c.policy}, Status: c.status}
+		if got := j.UpgradeTarget(c.rev); got != c.want {
+			t.Errorf("%s: UpgradeTarget(%q) = %q, want %q", c.name, c.rev, got, c.want)
+		}
+	}
+}

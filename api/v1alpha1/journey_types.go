@@ -119,12 +119,16 @@ type JourneySpec struct {
 	SessionDefaults *SessionDefaults `json:"sessionDefaults,omitempty"`
 
 	// upgradePolicy says what becomes of running Sessions when a new revision
-	// of the journey is ready. Pinned (the default, when empty): they stay on
+	// of the journey serves. Pinned (the default, when empty): they stay on
 	// the revision they started on until a person upgrades them (kubectl
 	// journey upgrade). ReplayCompatible: a running Session, between turns,
-	// moves to status.readyRevision when a replay of its journal on it
-	// reproduces every step (no model or tool call is made to check); one that
-	// would diverge stays, with the UpgradeBlocked condition saying where.
+	// moves to the revision that serves new Sessions (status.readyRevision, or
+	// under spec.rollout status.stableRevision) when a replay of its journal
+	// on it reproduces every step (no model or tool call is made to check);
+	// one that would diverge stays, with the UpgradeBlocked condition saying
+	// where. The Sessions of a running canary stay on it; once it is aborted
+	// they move back to the stable revision when their replay allows. It is
+	// not part of the revision Sessions run on.
 	// +optional
 	UpgradePolicy UpgradePolicy `json:"upgradePolicy,omitempty"`
 

@@ -97,7 +97,9 @@ const (
 	// RolloutPromoted: the canary became the stable revision.
 	RolloutPromoted RolloutPhase = "Promoted"
 	// RolloutAborted: the canary was aborted; new Sessions start on the stable
-	// revision. Its running Sessions stay on it.
+	// revision. Its running Sessions stay on it, unless spec.upgradePolicy is
+	// ReplayCompatible: then those whose journal replays the same on the
+	// stable revision move back to it.
 	RolloutAborted RolloutPhase = "Aborted"
 )
 
@@ -190,6 +192,27 @@ func (s *JourneyStatus) RevisionFor(uid types.UID) string {
 		return s.StableRevision
 	}
 	return s.ReadyRevision
+}
+
+// UpgradeTarget returns the revision the Journey's spec.upgradePolicy moves a
+// running Session on revision rev to, "" when it stays where it is. Under
+// ReplayCompatible it is the revision that serves new Sessions (the stable
+// revision under a rollout, else readyRevision), except for the Sessions of a
+// running canary, which stay on it; under Pinned, none. Whether the Session may
+// move is a replay's to say.
+func (j *Journey) UpgradeTarget(rev string) string {
+	st := &j.Status
+	if j.Spec.UpgradePolicy != UpgradeReplayCompatible || rev == "" || rev == st.CanaryRevision {
+		return ""
+	}
+	to := st.StableRevision
+	if to == "" {
+		to = st.ReadyRevision
+	}
+	if to == rev {
+		return ""
+	}
+	return to
 }
 
 // CanaryBucket is the UID's bucket, 0 to 99: a Session starts on the canary when its

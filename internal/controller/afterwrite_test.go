@@ -54,6 +54,12 @@ func TestAfterWrite(t *testing.T) {
 			AdvanceWatch, outcome{}, false},
 		{"no deadline", sessionStep{status: status(flowv1.PhaseWaitingForInput, ""), step: step.Changed},
 			AdvanceWatch, outcome{}, false},
+		{"the turn the upgradePolicy waited for ended: it replays now", sessionStep{status: status(flowv1.PhaseWaitingForInput, ""), step: step.Performed, upgradeWaits: true, deadline: in},
+			AdvanceWatch, outcome{kind: requeue, after: time.Millisecond}, false},
+		{"the upgradePolicy waits for a turn in progress", sessionStep{status: &flowv1.SessionStatus{Phase: flowv1.PhaseWaitingForInput, Turn: &flowv1.TurnProgress{}}, step: step.Performed, upgradeWaits: true},
+			AdvanceWatch, outcome{}, false},
+		{"the upgradePolicy waits, nothing changed (suspended)", sessionStep{status: status(flowv1.PhaseWaitingForInput, ""), step: step.Unchanged, upgradeWaits: true},
+			AdvanceWatch, outcome{}, false},
 		{"revision gone: terminal", sessionStep{status: status(flowv1.PhasePending, flowv1.ReasonRevisionNotFound), then: outcome{kind: terminal, err: boom}},
 			AdvanceWatch, outcome{kind: terminal, err: boom}, false},
 	} {

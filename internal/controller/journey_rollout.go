@@ -44,6 +44,7 @@ func (r *JourneyReconciler) rollout(ctx context.Context, j *flowv1.Journey) outc
 	res := rollout.Step(st, rollout.Input{
 		Spec: j.Spec.Rollout, Generation: j.Generation, Counts: counts, Now: now,
 		Promote: j.Annotations[flowv1.AnnotationRolloutPromote], Abort: j.Annotations[flowv1.AnnotationRolloutAbort],
+		UpgradePolicy: j.Spec.UpgradePolicy,
 	})
 	for _, e := range res.Events {
 		kind := "Normal"

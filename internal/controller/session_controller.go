@@ -268,19 +268,32 @@ func (r *SessionReconciler) inShard(o client.Object) bool {
 }
 
 // waitingSessions maps a Journey to the Sessions that have not pinned a revision yet,
-// and to those Stalled by a terminal agent error: their agents reach the model with the
-// Journey's current connection settings, so a fixed endpoint resumes them at once.
+// to those Stalled by a terminal agent error (their agents reach the model with the
+// Journey's current connection settings, so a fixed endpoint resumes them at once),
+// and to those its upgradePolicy would move between turns and has not replayed on
+// that revision yet (the others are replayed when their turn ends).
 func (r *SessionReconciler) waitingSessions(ctx context.Context, o client.Object) []reconcile.Request {
 	var list flowv1.SessionList
 	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexJourneyRef: o.GetName()}); err != nil {
 		return nil
 	}
+	j, _ := o.(*flowv1.Journey)
 	var reqs []reconcile.Request
 	for i := range list.Items {
 		s := &list.Items[i]
-		if (s.Status.JourneyRevision == "" || stalledByAgent(s)) && r.inShard(s) {
+		if (s.Status.JourneyRevision == "" || stalledByAgent(s) || upgradable(j, s)) && r.inShard(s) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)})
 		}
 	}
 	return reqs
+}
+
+// upgradable reports whether j's upgradePolicy would replay s now: between turns, on
+// another revision than the one it moves s to, not yet found diverging there.
+func upgradable(j *flowv1.Journey, s *flowv1.Session) bool {
+	if j == nil || s.Status.Turn != nil || s.Status.Phase.IsTerminal() {
+		return false
+	}
+	to := j.UpgradeTarget(s.Status.JourneyRevision)
+	return to != "" && engine.UpgradeBlockedOn(&s.Status) != to
 }

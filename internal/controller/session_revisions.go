@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/engine"
@@ -42,7 +43,14 @@ func (r *SessionReconciler) upgradeCheck(ctx context.Context, s *flowv1.Session)
 	if !ok || iv.Action != flowv1.InterventionUpgrade || iv.Revision == s.Status.JourneyRevision {
 		return nil, nil
 	}
-	snap, err := r.snapshot(ctx, s, iv.Revision)
+	return r.replayOn(ctx, s, iv.Revision)
+}
+
+// replayOn is the verdict of a replay of s's journal on revision to (no call is
+// made): nil when to cannot be read; an API error is returned. A journal that cannot
+// be replayed at all diverges at the Session's step.
+func (r *SessionReconciler) replayOn(ctx context.Context, s *flowv1.Session, to string) (*engine.ReplayCheck, error) {
+	snap, err := r.snapshot(ctx, s, to)
 	if err != nil {
 		if apierrors.IsNotFound(err) || !isAPIError(err) {
 			return nil, nil
@@ -55,12 +63,53 @@ func (r *SessionReconciler) upgradeCheck(ctx context.Context, s *flowv1.Session)
 		if src.Revision, err = r.snapshot(ctx, s, s.Status.JourneyRevision); err != nil && isAPIError(err) && !apierrors.IsNotFound(err) {
 			return nil, err
 		}
-		res, err = rebuild.Replay(snap, iv.Revision, src, 0)
+		res, err = rebuild.Replay(snap, to, src, 0)
 	}
 	if err != nil {
-		return &engine.ReplayCheck{Revision: iv.Revision, Step: s.Status.Step, Field: "status", Message: err.Error()}, nil
+		return &engine.ReplayCheck{Revision: to, Step: s.Status.Step, Field: "status", Message: err.Error()}, nil
 	}
 	return res.Check, nil
+}
+
+// policyVerdict is what the Journey's upgradePolicy did to a Session's status.
+type policyVerdict struct {
+	// moved says the Session moved to another revision.
+	moved bool
+	// blocked is the note of the Event saying its replay diverges ("" for none).
+	blocked string
+	// waits says the policy waits for the Session's turn (or its interventions) to
+	// end before it replays the Session.
+	waits bool
+}
+
+// policyUpgrade applies the Journey's upgradePolicy to s, in status (s's status, to
+// be written): between turns, a Session on another revision than the one the policy
+// moves it to (Journey.UpgradeTarget) is replayed there once, and moves when every
+// step reproduces; otherwise UpgradeBlocked says where it diverges, and it is not
+// replayed again for that revision.
+func (r *SessionReconciler) policyUpgrade(ctx context.Context, s *flowv1.Session, status *flowv1.SessionStatus, now time.Time) (policyVerdict, error) {
+	if status.JourneyRevision == "" {
+		return policyVerdict{}, nil
+	}
+	var j flowv1.Journey
+	if err := r.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.JourneyRef.Name}, &j); err != nil {
+		return policyVerdict{}, client.IgnoreNotFound(err)
+	}
+	to := j.UpgradeTarget(status.JourneyRevision)
+	switch {
+	case to == "" || engine.UpgradeBlockedOn(status) == to:
+		return policyVerdict{}, nil
+	case status.Turn != nil || s.InterventionsPending() || status.Phase.IsTerminal():
+		return policyVerdict{waits: true}, nil
+	}
+	check, err := r.replayOn(ctx, s, to)
+	if err != nil || check == nil {
+		return policyVerdict{}, err
+	}
+	if engine.UpgradeByPolicy(status, check, s.Name, now) {
+		return policyVerdict{moved: true}, nil
+	}
+	return policyVerdict{blocked: "Upgrade by the journey's upgradePolicy ReplayCompatible blocked: " + check.String()}, nil
 }
 
 // isAPIError reports whether err came from the API server (rather than from

@@ -63,6 +63,12 @@ type sessionStep struct {
 	// notices are what the step's agents learned about their endpoints, each said
 	// once by the agent: Normal Events on the Session.
 	notices []agent.Notice
+	// upgradeBlocked is the note of the Event saying the Journey's upgradePolicy
+	// found the Session's replay diverging ("" for none).
+	upgradeBlocked string
+	// upgradeWaits says the upgradePolicy waits for the Session's turn (or its
+	// interventions) to end before it replays the Session.
+	upgradeWaits bool
 }
 
 // noticeLog collects the notices of a step's agent calls.
@@ -99,21 +105,19 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 			return sessionStep{status: status}
 		}
 	}
-	snap, err := r.snapshots.Get(ctx, r.Client, s.Namespace, rev)
-	if apierrors.IsNotFound(err) {
-		// The Journey's status can reach the cache before the revision it names: a
-		// live read tells a revision not cached yet from one that is gone.
-		snap, err = r.snapshots.Get(ctx, r.APIReader, s.Namespace, rev)
-	}
-	if apierrors.IsNotFound(err) {
-		msg := fmt.Sprintf("Journey revision %s no longer exists", rev)
-		status := s.Status.DeepCopy()
-		engine.Stall(status, flowv1.ReasonRevisionNotFound, msg, now)
-		return sessionStep{status: status, stall: flowv1.ReasonRevisionNotFound, message: msg,
-			then: outcome{kind: terminal, err: errors.New(msg)}}
-	}
+	// The step starts from the status the Journey's upgradePolicy left: on the
+	// revision it moved the Session to.
+	status := s.Status.DeepCopy()
+	policy, err := r.policyUpgrade(ctx, s, status, now)
 	if err != nil {
 		return sessionStep{then: failed(err)}
+	}
+	if policy.moved {
+		rev = status.JourneyRevision
+	}
+	snap, gone := r.revision(ctx, s, rev, now)
+	if snap == nil {
+		return gone
 	}
 	progress := &progressWriter{client: r.Client, key: client.ObjectKeyFromObject(s), step: s.Status.Step, clock: r.Clock,
 		interval: cmp.Or(r.ToolProgressInterval, DefaultToolProgressInterval)}
@@ -128,7 +132,7 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 		}
 	}
 	in := step.InputOf(s, now)
-	in.Status = s.Status.DeepCopy() // writeFirst changes s.Status; the step reads what it started from
+	in.Status = status // writeFirst changes s.Status; the step reads what it started from
 	if r.Budgets != nil {
 		if in.Budgets, err = r.Budgets.Rooms(ctx, s, now); err != nil {
 			return sessionStep{then: failed(err)}
@@ -159,8 +163,12 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 		tr.Result(tracing.Result{Status: res.Status, Changed: res.Outcome != step.Unchanged, Outcome: string(res.Outcome),
 			Effect: effectKind(res.Effect), Err: res.Err, Events: tracing.EventsOf(engine.Events(&s.Status, res.Status)), Block: block})
 	}
+	if res.Outcome == step.Unchanged && (policy.moved || policy.blocked != "") {
+		// The policy changed the status the step started from.
+		res.Outcome = step.Changed
+	}
 	st := sessionStep{status: res.Status, step: res.Outcome, trace: tr, deadline: snap.NextDeadline(&s.Spec, res.Status, s.CreationTimestamp.Time),
-		progress: progress.progress(), notices: notices.all()}
+		progress: progress.progress(), notices: notices.all(), upgradeBlocked: policy.blocked, upgradeWaits: policy.waits}
 	switch res.Outcome {
 	case step.AgentRetry:
 		// Nothing is journaled: the next attempt repeats the same step.
@@ -170,6 +178,28 @@ func (r *SessionReconciler) step(ctx context.Context, s *flowv1.Session, now tim
 		st.then = outcome{kind: requeue, after: terminalRetry}
 	}
 	return st
+}
+
+// revision returns the compiled revision rev of s's journey; nil, with how the step
+// ends, when it cannot be read.
+func (r *SessionReconciler) revision(ctx context.Context, s *flowv1.Session, rev string, now time.Time) (*engine.Snapshot, sessionStep) {
+	snap, err := r.snapshots.Get(ctx, r.Client, s.Namespace, rev)
+	if apierrors.IsNotFound(err) {
+		// The Journey's status can reach the cache before the revision it names: a
+		// live read tells a revision not cached yet from one that is gone.
+		snap, err = r.snapshots.Get(ctx, r.APIReader, s.Namespace, rev)
+	}
+	if apierrors.IsNotFound(err) {
+		msg := fmt.Sprintf("Journey revision %s no longer exists", rev)
+		status := s.Status.DeepCopy()
+		engine.Stall(status, flowv1.ReasonRevisionNotFound, msg, now)
+		return nil, sessionStep{status: status, stall: flowv1.ReasonRevisionNotFound, message: msg,
+			then: outcome{kind: terminal, err: errors.New(msg)}}
+	}
+	if err != nil {
+		return nil, sessionStep{then: failed(err)}
+	}
+	return snap, sessionStep{}
 }
 
 // writeFirst writes status before the step makes a call that must not be made twice
@@ -217,6 +247,9 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 	}
 	if st.stall != "" {
 		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, st.stall, "Stall", "%s", st.message)
+	}
+	if st.upgradeBlocked != "" {
+		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, flowv1.ReasonReplayDiverged, "Upgrade", "%s", st.upgradeBlocked)
 	}
 	if st.progress != nil {
 		s.Status.ToolProgress = st.progress
@@ -290,6 +323,10 @@ func afterWrite(st sessionStep, advance AdvanceMode, now time.Time) (out outcome
 		return st.then, false
 	}
 	phase := st.status.Phase
+	if st.upgradeWaits && (st.step == step.Performed || st.step == step.Changed) && !phase.IsTerminal() && st.status.Turn == nil {
+		// The turn the Journey's upgradePolicy waited for ended: it replays now.
+		return outcome{kind: requeue, after: time.Millisecond}, false
+	}
 	if st.step == step.Performed || st.step == step.Changed {
 		switch {
 		case phase.IsTerminal():

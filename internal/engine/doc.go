@@ -277,6 +277,14 @@
 //     field, and the command that forces it. Refused without a verdict for that
 //     revision (it cannot be read, or is not the journey's).
 //
+// UpgradeByPolicy (upgrade.go) applies the Journey's upgradePolicy ReplayCompatible to
+// a Session between turns, outside any step: given the verdict of a replay of its
+// journal on the revision that serves, it moves there when every step reproduced
+// (UpgradeBlocked False, reason Upgraded; Event Upgraded), and otherwise stays, with
+// UpgradeBlocked True naming where the replay diverged, as a refused Upgrade does. A
+// move takes no step number and leaves no history entry: it changes nothing the
+// Session did, so later replays number its steps as before.
+//
 // Fork (upgrade.go) makes a fork's first status (spec.forkOf) from its source's
 // status rebuilt up to the fork step: on the fork's revision, counting none of the
 // source's approvals and interventions processed (the fork's spec does not carry

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
+	"strings"
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -55,8 +57,7 @@ func (r *run) upgrade(iv *flowv1.Intervention) string {
 		return fmt.Sprintf("revision %s could not be replayed: it is not a revision of the session's journey, or it could not be read", to)
 	case !check.Reproduces && !iv.Force:
 		setCondition(st, flowv1.ConditionUpgradeBlocked, metav1.ConditionTrue, flowv1.ReasonReplayDiverged,
-			fmt.Sprintf("Upgrade to %s blocked: %s; the session stays on %s (kubectl journey upgrade %s --to-revision %s --force moves it anyway)",
-				to, check, from, r.sessionName(), to), r.now)
+			blockedMessage(from, check, r.sessionName()), r.now)
 		return "the replay diverges: " + check.String()
 	}
 	st.JourneyRevision = to
@@ -70,6 +71,58 @@ func (r *run) upgrade(iv *flowv1.Intervention) string {
 		capitalize(what), r.now)
 	r.recordIntervention(iv, st.CurrentPathway, "", what)
 	return ""
+}
+
+// blockedMessage is the message of UpgradeBlocked when the replay check of a move
+// from revision from diverges. UpgradeBlockedOn reads the revision back.
+func blockedMessage(from string, check *ReplayCheck, session string) string {
+	return fmt.Sprintf("Upgrade to %s blocked: %s; the session stays on %s (kubectl journey upgrade %s --to-revision %s --force moves it anyway)",
+		check.Revision, check, from, session, check.Revision)
+}
+
+// UpgradeBlockedOn returns the revision an upgrade to which is blocked
+// (UpgradeBlocked True), "" when none is.
+func UpgradeBlockedOn(status *flowv1.SessionStatus) string {
+	c := apimeta.FindStatusCondition(status.Conditions, flowv1.ConditionUpgradeBlocked)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return ""
+	}
+	rest, ok := strings.CutPrefix(c.Message, "Upgrade to ")
+	if !ok {
+		return ""
+	}
+	rev, _, ok := strings.Cut(rest, " blocked: ")
+	if !ok {
+		return ""
+	}
+	return rev
+}
+
+// UpgradeByPolicy applies the verdict of the replay the Journey's upgradePolicy
+// ReplayCompatible asked for, on the status of a Session between turns: when check
+// reproduces, the Session moves to check.Revision and UpgradeBlocked (False, reason
+// Upgraded) says so; otherwise it stays, and UpgradeBlocked (True, reason
+// ReplayDiverged) names the first step that diverges. It reports whether the
+// Session moved.
+//
+// It is not a step: a move changes nothing the Session does (its every step replays
+// the same), so it takes no step number and no history entry, and a later replay of
+// the Session (an upgrade, a fork) takes its steps as they were numbered. The
+// Upgraded Event says it moved.
+func UpgradeByPolicy(status *flowv1.SessionStatus, check *ReplayCheck, session string, now time.Time) bool {
+	from := status.JourneyRevision
+	if check == nil || check.Revision == "" || check.Revision == from {
+		return false
+	}
+	if !check.Reproduces {
+		SetCondition(status, flowv1.ConditionUpgradeBlocked, metav1.ConditionTrue, flowv1.ReasonReplayDiverged,
+			blockedMessage(from, check, cmp.Or(session, "SESSION")), now)
+		return false
+	}
+	status.JourneyRevision = check.Revision
+	SetCondition(status, flowv1.ConditionUpgradeBlocked, metav1.ConditionFalse, flowv1.ReasonUpgraded,
+		fmt.Sprintf("Upgraded from revision %s to %s by the journey's upgradePolicy ReplayCompatible (every step replays the same)", from, check.Revision), now)
+	return true
 }
 
 // upgradeNext reports whether the next intervention to process is an Upgrade: it

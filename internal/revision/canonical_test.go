@@ -155,6 +155,16 @@ func TestNameIgnoresFormatting(t *testing.T) {
 	if got := decode(t, reformatted, "counter"); got != want {
 		t.Errorf("the same Journey written otherwise names revision %s, want %s", got, want)
 	}
+	// How revisions roll out and how running Sessions move between them is not
+	// what Sessions run.
+	rolledOut := strings.Replace(plain, "  entryPathway: count\n",
+		"  entryPathway: count\n  upgradePolicy: ReplayCompatible\n  rollout: {canary: {steps: [{weight: 20}]}}\n", 1)
+	if rolledOut == plain {
+		t.Fatal("the test's replacement changed nothing")
+	}
+	if got := decode(t, rolledOut, "counter"); got != want {
+		t.Errorf("setting upgradePolicy and rollout names revision %s, want %s", got, want)
+	}
 	for change, src := range map[string]string{
 		"an expression":    strings.Replace(plain, "context.count + 1\n", "context.count + 2\n", 1),
 		"a string literal": strings.Replace(plain, "contains('again')", "contains('again ')", 1),

@@ -47,12 +47,13 @@ func Name(journey string, canonical []byte) string {
 // other YAML formatting, key order, quoting or defaults left out names the same
 // revision, in the cluster and in kubectl journey test alike.
 //
-// The Journey's spec.rollout is left out: how a revision is rolled out is not part of
-// what its Sessions run, so changing it makes no new revision.
+// The Journey's spec.rollout and spec.upgradePolicy are left out: how a revision is
+// rolled out and how running Sessions move between revisions are not part of what its
+// Sessions run, so changing them makes no new revision.
 func Encode(journey string, data *Data) (raw []byte, name string, err error) {
-	if data.Journey.Rollout != nil {
+	if data.Journey.Rollout != nil || data.Journey.UpgradePolicy != "" {
 		d := *data
-		d.Journey.Rollout = nil
+		d.Journey.Rollout, d.Journey.UpgradePolicy = nil, ""
 		data = &d
 	}
 	raw, err = json.Marshal(data)

@@ -30,6 +30,9 @@ type Input struct {
 	// Promote and Abort are requests (kubectl journey rollout promote, abort) naming
 	// a canary revision; a request about another revision does nothing.
 	Promote, Abort string
+	// UpgradePolicy is the Journey's spec.upgradePolicy: what becomes of an aborted
+	// canary's running Sessions.
+	UpgradePolicy flowv1.UpgradePolicy
 }
 
 // Event is a transition to report as a Kubernetes Event.
@@ -213,7 +216,11 @@ func promote(st *flowv1.JourneyStatus, in Input, why string) Result {
 }
 
 func abort(st *flowv1.JourneyStatus, in Input, why string) Result {
-	msg := fmt.Sprintf("Canary %s aborted: %s; new Sessions start on %s, its running Sessions stay on it", st.CanaryRevision, why, st.StableRevision)
+	running := "its running Sessions stay on it"
+	if in.UpgradePolicy == flowv1.UpgradeReplayCompatible {
+		running = "its running Sessions move back to " + st.StableRevision + " when their journal replays the same there (upgradePolicy ReplayCompatible), the others stay on it"
+	}
+	msg := fmt.Sprintf("Canary %s aborted: %s; new Sessions start on %s, %s", st.CanaryRevision, why, st.StableRevision, running)
 	st.CanaryRevision = ""
 	st.Rollout.Phase, st.Rollout.Weight, st.Rollout.Message = flowv1.RolloutAborted, 0, msg
 	setCondition(st, in, metav1.ConditionFalse, flowv1.ReasonAborted, msg)
