@@ -66,6 +66,12 @@ const (
 	// JSON): a longer result is cut, and kept as a JSON string that ends with a note
 	// saying how long it was.
 	MaxToolResultBytes = 4096
+	// MaxElicitationMessageBytes is where the message of a server's request for
+	// input is cut, as the Session stores it.
+	MaxElicitationMessageBytes = 1024
+	// MaxElicitationSchemaBytes bounds the schema of a form a server asks the user
+	// to fill in (its JSON): a call whose server asks with a larger one fails.
+	MaxElicitationSchemaBytes = 2048
 	// FixedBytes covers what does not grow with the conversation: metadata and managed
 	// fields, conditions, counters, the last decision.
 	FixedBytes = 16384

@@ -85,9 +85,16 @@ const (
 	ConditionCompleted = "Completed"
 )
 
-// AwaitingInput: the Session waits for a message or an External outcome.
+// AwaitingInput: the Session waits for a message or an External outcome
+// (reason WaitingForInput), or for the input a tool server asked the user for
+// during a call (reason InputRequested: the message shows what was asked and
+// the kubectl journey answer command).
 const (
 	ConditionAwaitingInput = "AwaitingInput"
+
+	// ReasonInputRequested: a tool server asked the user for input during a
+	// call (MCP elicitation); the call waits for kubectl journey answer.
+	ReasonInputRequested = "InputRequested"
 )
 
 // AwaitingApproval: a decision waits for an entry in spec.approvals.

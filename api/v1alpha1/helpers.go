@@ -1,8 +1,17 @@
 package v1alpha1
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
 	"iter"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
 
 // This file holds the predicates that the engine, the webhooks, the controllers and
@@ -221,17 +230,217 @@ func (s *SessionStatus) TurnToolCall(id string) *ToolCallProgress {
 	return nil
 }
 
-// UnknownToolCalls yields the tool calls of the turn in progress whose outcome is
-// unknown: they wait for an Answer intervention (or a probe).
-func (s *SessionStatus) UnknownToolCalls() iter.Seq[*ToolCallProgress] {
+// DefaultElicitationTimeout is how long a call waits for the user's answer to its
+// server's request for input when the tool sets no elicitationTimeout.
+const DefaultElicitationTimeout = time.Hour
+
+// ElicitationWait is the tool's elicitationTimeout, DefaultElicitationTimeout when
+// it is not set.
+func (t *Tool) ElicitationWait() time.Duration {
+	if t == nil || t.ElicitationTimeout == nil || t.ElicitationTimeout.Duration <= 0 {
+		return DefaultElicitationTimeout
+	}
+	return t.ElicitationTimeout.Duration
+}
+
+// AnswersElicitation reports whether o answers a server's request for input
+// (Accept, Decline or Cancel), as opposed to a call whose outcome is unknown.
+func (o AnswerOutcome) AnswersElicitation() bool {
+	return o == AnswerAccept || o == AnswerDecline || o == AnswerCancel
+}
+
+// WaitingElicitation is what call c waits for the user to answer: its last
+// elicitation, while c is AwaitingInput; nil otherwise.
+func (c *ToolCallProgress) WaitingElicitation() *ToolElicitation {
+	if c == nil || c.State != ToolCallAwaitingInput || len(c.Elicitations) == 0 {
+		return nil
+	}
+	e := &c.Elicitations[len(c.Elicitations)-1]
+	if e.Answer != "" {
+		return nil
+	}
+	return e
+}
+
+// AnswerableToolCalls yields the tool calls of the turn in progress that wait for an
+// Answer intervention: those whose outcome is unknown and those whose server asked
+// for input.
+func (s *SessionStatus) AnswerableToolCalls() iter.Seq[*ToolCallProgress] {
 	return func(yield func(*ToolCallProgress) bool) {
 		if s == nil || s.Turn == nil {
 			return
 		}
 		for i := range s.Turn.ToolCalls {
-			if s.Turn.ToolCalls[i].State == ToolCallOutcomeUnknown && !yield(&s.Turn.ToolCalls[i]) {
+			c := &s.Turn.ToolCalls[i]
+			if (c.State == ToolCallOutcomeUnknown || c.WaitingElicitation() != nil) && !yield(c) {
 				return
 			}
 		}
 	}
+}
+
+// AnswerFits says why outcome does not answer call c, "" when it does: Done, NotDone
+// and Fail answer a call whose outcome is unknown; Accept, Decline and Cancel a call
+// whose server asked for input, and Accept of a form carries content that fills in
+// its fields (see CheckContent).
+func (c *ToolCallProgress) AnswerFits(outcome AnswerOutcome, content *apiextensionsv1.JSON) string {
+	switch {
+	case c.State == ToolCallOutcomeUnknown && outcome.AnswersElicitation():
+		return fmt.Sprintf("tool call %s has an unknown outcome: answer it Done, NotDone or Fail, not %s", c.ID, outcome)
+	case c.State == ToolCallOutcomeUnknown:
+		return ""
+	case c.WaitingElicitation() == nil:
+		return fmt.Sprintf("tool call %s is %s: it waits for no answer", c.ID, c.State)
+	case !outcome.AnswersElicitation():
+		return fmt.Sprintf("tool call %s waits for input its server asked for: answer it Accept, Decline or Cancel, not %s", c.ID, outcome)
+	case outcome != AnswerAccept:
+		if content != nil {
+			return "content goes with Accept: it holds the fields the user gives"
+		}
+		return ""
+	}
+	if err := c.WaitingElicitation().CheckContent(content); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// formSchema is the part of a form's requested schema that its fields are checked
+// against.
+type formSchema struct {
+	Properties map[string]struct {
+		Type string `json:"type"`
+		Enum []any  `json:"enum"`
+	} `json:"properties"`
+	Required []string `json:"required"`
+}
+
+func (e *ToolElicitation) schema() formSchema {
+	var f formSchema
+	if e.RequestedSchema != nil {
+		_ = json.Unmarshal(e.RequestedSchema.Raw, &f)
+	}
+	return f
+}
+
+// Fields names the fields a form asks for, in order, required ones marked with "*".
+func (e *ToolElicitation) Fields() []string {
+	f := e.schema()
+	out := make([]string, 0, len(f.Properties))
+	for name, p := range f.Properties {
+		s := name
+		if p.Type != "" {
+			s += " (" + p.Type + ")"
+		}
+		if slices.Contains(f.Required, name) {
+			s += "*"
+		}
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// CheckContent checks content, the answer to form e, against e's requested schema:
+// a JSON object with every required field, no field the form does not ask for, and
+// each field of its type (string, number, integer, boolean) and among its enum. The
+// error names the field. A URL request takes no content.
+func (e *ToolElicitation) CheckContent(content *apiextensionsv1.JSON) error {
+	if e.Mode == ElicitationURL {
+		if content != nil {
+			return errors.New("a URL request takes no content: accept it once the page was visited")
+		}
+		return nil
+	}
+	fields := map[string]any{}
+	if content != nil {
+		if err := json.Unmarshal(content.Raw, &fields); err != nil || fields == nil {
+			return errors.New("content must be a JSON object of the form's fields")
+		}
+	}
+	f := e.schema()
+	names := slices.Sorted(maps.Keys(f.Properties))
+	for _, name := range f.Required {
+		if v, ok := fields[name]; !ok || v == nil {
+			return fmt.Errorf("field %q is required by the form (it asks for %s)", name, strings.Join(names, ", "))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		p, ok := f.Properties[name]
+		if !ok {
+			return fmt.Errorf("field %q is not one the form asks for (%s)", name, strings.Join(names, ", "))
+		}
+		v := fields[name]
+		if !typeFits(p.Type, v) {
+			return fmt.Errorf("field %q must be %s, got %s", name, article(p.Type), jsonText(v))
+		}
+		if len(p.Enum) > 0 && !slices.ContainsFunc(p.Enum, func(x any) bool { return jsonText(x) == jsonText(v) }) {
+			opts := make([]string, len(p.Enum))
+			for i, x := range p.Enum {
+				opts[i] = jsonText(x)
+			}
+			return fmt.Errorf("field %q must be one of %s, got %s", name, strings.Join(opts, ", "), jsonText(v))
+		}
+	}
+	return nil
+}
+
+// ParseField is value, given as text for field name of form e, as the JSON value its
+// type asks for: a number, an integer or a boolean parsed, anything else a string.
+func (e *ToolElicitation) ParseField(name, value string) (any, error) {
+	p, ok := e.schema().Properties[name]
+	if !ok {
+		return value, nil // CheckContent names it
+	}
+	switch p.Type {
+	case "number", "integer":
+		n, err := strconv.ParseFloat(value, 64)
+		if err != nil || (p.Type == "integer" && n != float64(int64(n))) {
+			return nil, fmt.Errorf("field %q must be %s, got %q", name, article(p.Type), value)
+		}
+		return n, nil
+	case "boolean":
+		b, err := strconv.ParseBool(value)
+		if err != nil {
+			return nil, fmt.Errorf("field %q must be a boolean (true or false), got %q", name, value)
+		}
+		return b, nil
+	}
+	return value, nil
+}
+
+func typeFits(typ string, v any) bool {
+	switch typ {
+	case "string":
+		_, ok := v.(string)
+		return ok
+	case "number":
+		_, ok := v.(float64)
+		return ok
+	case "integer":
+		n, ok := v.(float64)
+		return ok && n == float64(int64(n))
+	case "boolean":
+		_, ok := v.(bool)
+		return ok
+	}
+	return true
+}
+
+func article(typ string) string {
+	switch typ {
+	case "integer":
+		return "an integer"
+	case "":
+		return "a value"
+	}
+	return "a " + typ
+}
+
+func jsonText(v any) string {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(raw)
 }

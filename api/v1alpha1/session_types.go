@@ -123,11 +123,11 @@ type SessionSpec struct {
 	// pathway, Rewind restores it to how it was after an earlier step. One that
 	// cannot apply is refused (a Warning Event and the Session's conditions say
 	// why) and still counts as processed. Answer answers a tool call that waits
-	// on a person (a call whose outcome is unknown) and applies while the turn is
-	// in progress. Append-only, keyed by id. A processed
-	// prefix may be dropped, in the same update that raises interventionsDropped
-	// by as many; what the list holds adds up to at most 2,000 bytes (any one
-	// intervention fits).
+	// on a person (a call whose outcome is unknown, or whose server asked for
+	// input) and applies while the turn is in progress. Append-only, keyed
+	// by id. A processed prefix may be dropped, in the same update that
+	// raises interventionsDropped by as many; what the list holds adds up to
+	// at most 2,000 bytes (any one intervention fits).
 	// +optional
 	// +listType=map
 	// +listMapKey=id
@@ -337,12 +337,13 @@ const (
 	// step (or anyway, with force).
 	InterventionUpgrade InterventionAction = "Upgrade"
 	// InterventionAnswer answers what a tool call of the turn in progress
-	// waits on a person for: whether a call whose outcome is unknown was done.
+	// waits on a person for: whether a call whose outcome is unknown was done,
+	// or the input its server asked for.
 	InterventionAnswer InterventionAction = "Answer"
 )
 
 // AnswerOutcome is what a person says of a tool call an Answer names.
-// +kubebuilder:validation:Enum=Done;NotDone;Fail
+// +kubebuilder:validation:Enum=Done;NotDone;Fail;Accept;Decline;Cancel
 type AnswerOutcome string
 
 const (
@@ -355,6 +356,13 @@ const (
 	// AnswerFail: the call failed (or is not to be made again); the model is
 	// told so, with the answer's reason, as the call's result.
 	AnswerFail AnswerOutcome = "Fail"
+	// AnswerAccept: the user gives the input the call's server asked for (the
+	// answer's content holds a form's fields; a URL was visited).
+	AnswerAccept AnswerOutcome = "Accept"
+	// AnswerDecline: the user declines to give the input asked for.
+	AnswerDecline AnswerOutcome = "Decline"
+	// AnswerCancel: the user dismisses the request without a choice.
+	AnswerCancel AnswerOutcome = "Cancel"
 )
 
 // Intervention is a person's act on a Session.
@@ -431,7 +439,9 @@ type Intervention struct {
 	// outcome, for Answer only, is what the person says of the call: Done (it was
 	// done: result or content is its result), NotDone (it was not: it is sent
 	// again, with the same idempotency key) or Fail (the call fails: the model is
-	// told so, with reason).
+	// told so, with reason) for a call whose outcome is unknown; Accept (with
+	// content for a form), Decline or Cancel for a call whose server asked for
+	// input: the call is sent again and the server given the answer.
 	// +optional
 	Outcome AnswerOutcome `json:"outcome,omitempty"`
 	// result, for Answer only, is the call's result as text, for outcome Done.
@@ -439,7 +449,8 @@ type Intervention struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Result string `json:"result,omitempty"`
 	// content, for Answer only, is the call's result as a JSON object, for
-	// outcome Done; it is the result instead of result when both are set. Its
+	// outcome Done (it is the result instead of result when both are set), or
+	// the form's fields, for outcome Accept. Its
 	// JSON counts against the 2,000 bytes of spec.interventions (the admission
 	// webhook checks it).
 	// +optional
@@ -953,6 +964,10 @@ type AgentResult struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	ToolCalls []ModelToolCall `json:"toolCalls,omitempty"`
+	// elicitation, for CallTool records, is the input the server asked the
+	// user for during the call (MCP elicitation) instead of answering.
+	// +optional
+	Elicitation *ToolElicitation `json:"elicitation,omitempty"`
 	// failure says why the call gave no usable answer (it is then unclear / no
 	// intent).
 	// +optional

@@ -182,6 +182,14 @@ type Tool struct {
 	// whose outcome is unknown was done.
 	// +optional
 	Probe *ToolProbe `json:"probe,omitempty"`
+	// elicitationTimeout bounds how long a call waits for the user's answer
+	// when its server asks for input (MCP elicitation); then the server is
+	// answered Cancel and its result goes back to the model. Defaults to 1h.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="elicitationTimeout must be a positive duration such as 30m or 24h"
+	ElicitationTimeout *metav1.Duration `json:"elicitationTimeout,omitempty"`
 }
 
 // OnUnknownAction is what happens to a call whose outcome is unknown.
@@ -255,7 +263,7 @@ type DiscoveredTool struct {
 }
 
 // ToolCallState is where a tool call stands.
-// +kubebuilder:validation:Enum=Pending;Done;Failed;Rejected;OutcomeUnknown
+// +kubebuilder:validation:Enum=Pending;Done;Failed;Rejected;OutcomeUnknown;AwaitingInput
 type ToolCallState string
 
 const (
@@ -273,6 +281,10 @@ const (
 	// idempotency keys and its answer was never recorded: whether it was done is
 	// not known, and it is not sent again on its own (see the tool's onUnknown).
 	ToolCallOutcomeUnknown ToolCallState = "OutcomeUnknown"
+	// ToolCallAwaitingInput: the server asked the user for input during the
+	// call (MCP elicitation); the call waits for kubectl journey answer and is
+	// then sent again, with the same key, the answer given to the server.
+	ToolCallAwaitingInput ToolCallState = "AwaitingInput"
 )
 
 // ToolCallRecord is one tool call of a turn.
@@ -286,7 +298,8 @@ type ToolCallRecord struct {
 	// argsDigest is the SHA-256 (hex) of the call's canonical JSON arguments.
 	// +optional
 	ArgsDigest string `json:"argsDigest,omitempty"`
-	// state is Pending, Done, Failed, Rejected or OutcomeUnknown.
+	// state is Pending, Done, Failed, Rejected, OutcomeUnknown or
+	// AwaitingInput.
 	// +required
 	State ToolCallState `json:"state"`
 	// durationMs is how long the call took.
@@ -336,6 +349,67 @@ type ToolCallProgress struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	AssistantText string `json:"assistantText,omitempty"`
+	// elicitations are what the server asked the user during the call (MCP
+	// elicitation), in order, with the answers given. The last one without an
+	// answer is what the Session waits for; once answered, the call is sent
+	// again with the same key and each answer given to the server's request.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4
+	Elicitations []ToolElicitation `json:"elicitations,omitempty"`
+}
+
+// ElicitationMode is how a tool server asks the user for input.
+// +kubebuilder:validation:Enum=Form;URL
+type ElicitationMode string
+
+const (
+	// ElicitationForm: the server asks for fields, described by a schema.
+	ElicitationForm ElicitationMode = "Form"
+	// ElicitationURL: the server asks the user to visit a page.
+	ElicitationURL ElicitationMode = "URL"
+)
+
+// ToolElicitation is what a tool server asked the user during a call (MCP
+// elicitation), and the answer.
+type ToolElicitation struct {
+	// mode is Form (fields to fill in) or URL (a page to visit).
+	// +required
+	Mode ElicitationMode `json:"mode"`
+	// message is what the server asks, as it wrote it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+	// requestedSchema, for Form, is the JSON schema of the fields asked for:
+	// an object whose properties are strings, numbers, integers or booleans.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	RequestedSchema *apiextensionsv1.JSON `json:"requestedSchema,omitempty"`
+	// url, for URL, is the page the user is asked to visit.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url,omitempty"`
+	// elicitationID, for URL, is the server's id of the request.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	ElicitationID string `json:"elicitationID,omitempty"`
+	// askedAt is when the server asked.
+	// +optional
+	AskedAt *metav1.Time `json:"askedAt,omitempty"`
+	// answer is Accept, Decline or Cancel once answered (Cancel when no one
+	// answered within the tool's elicitationTimeout); empty while it waits.
+	// +optional
+	Answer AnswerOutcome `json:"answer,omitempty"`
+	// content, for Accept in Form mode, is the fields the user gave.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Content *apiextensionsv1.JSON `json:"content,omitempty"`
+	// answeredBy is who answered.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	AnsweredBy string `json:"answeredBy,omitempty"`
 }
 
 // ModelToolCall is a tool call a model asked for, as journaled before it is

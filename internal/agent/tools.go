@@ -32,6 +32,10 @@ type ToolRequest struct {
 	// Sampling, when set, is how the server's sampling requests are answered:
 	// nil refuses them.
 	Sampling *ToolSampling `json:"sampling,omitempty"`
+	// Elicitations are the server's earlier requests for input during this call,
+	// with the user's answers: a request the server makes again is given its
+	// answer at once; a new one ends the attempt (ToolResponse.Elicitation).
+	Elicitations []flowv1.ToolElicitation `json:"elicitations,omitempty"`
 	// Hooks answer what the server asks of its client during the call; nil
 	// answers nothing (no progress is reported, sampling is refused).
 	Hooks *ToolHooks `json:"-"`
@@ -91,6 +95,9 @@ type ToolResponse struct {
 	DurationMs int64 `json:"durationMs,omitempty"`
 	// Usage is what the server's sampling requests during the call used.
 	Usage Usage `json:"usage,omitzero"`
+	// Elicitation, when set, is the input the server asked the user for, with no
+	// answer yet: the call was abandoned, to be sent again once the user answers.
+	Elicitation *flowv1.ToolElicitation `json:"elicitation,omitempty"`
 }
 
 // ToolSpec is a tool as a model sees it: its name in the journey, what it does and

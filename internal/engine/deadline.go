@@ -37,7 +37,7 @@ func timeoutStart(created time.Time, st *flowv1.SessionStatus) time.Time {
 // status, created at created (else started at status.startTime; see timeoutStart), would stop it
 // without any input: its session timeout or, while it waits for input, its idle
 // timeout, or, while it waits for an approval with a timeout, that approval's
-// deadline. It is zero when the Session has not started.
+// deadline, or, while a tool call waits for the user's input, its elicitationTimeout. It is zero when the Session has not started.
 func (s *Snapshot) NextDeadline(spec *flowv1.SessionSpec, st *flowv1.SessionStatus, created time.Time) time.Time {
 	if st == nil {
 		return time.Time{}
@@ -52,6 +52,9 @@ func (s *Snapshot) NextDeadline(spec *flowv1.SessionSpec, st *flowv1.SessionStat
 	}
 	if approval, _, ok := s.approvalDeadline(st); ok && (at.IsZero() || approval.Before(at)) {
 		at = approval
+	}
+	if input, ok := s.earliestInputDeadline(st); ok && (at.IsZero() || input.Before(at)) {
+		at = input
 	}
 	return at
 }

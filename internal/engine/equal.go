@@ -107,7 +107,8 @@ func turnEqual(a, b *flowv1.TurnProgress) bool {
 		jsonEqual(a.PipelineOutputs, b.PipelineOutputs) && a.PipelineReply == b.PipelineReply &&
 		slices.EqualFunc(a.ToolCalls, b.ToolCalls, func(x, y flowv1.ToolCallProgress) bool {
 			return x.ToolCallRecord == y.ToolCallRecord && x.IdempotencyKey == y.IdempotencyKey && x.AwaitingApproval == y.AwaitingApproval &&
-				jsonEqual(x.Args, y.Args) && jsonEqual(x.Result, y.Result) && x.AssistantText == y.AssistantText && timeEqual(x.SentAt, y.SentAt)
+				jsonEqual(x.Args, y.Args) && jsonEqual(x.Result, y.Result) && x.AssistantText == y.AssistantText && timeEqual(x.SentAt, y.SentAt) &&
+				slices.EqualFunc(x.Elicitations, y.Elicitations, elicitationEqual)
 		})
 }
 
@@ -154,7 +155,14 @@ func effectEqual(a, b *flowv1.EffectRecord) bool {
 		x.Reply == y.Reply && jsonEqual(x.Outputs, y.Outputs) && x.ResultType == y.ResultType &&
 		(x.Complete == nil) == (y.Complete == nil) && (x.Complete == nil || *x.Complete == *y.Complete) &&
 		x.Usage == y.Usage && (x.Failure == nil) == (y.Failure == nil) && (x.Failure == nil || *x.Failure == *y.Failure) &&
-		slices.Equal(x.ToolCalls, y.ToolCalls) && a.SpanID == b.SpanID && a.Rewound == b.Rewound
+		slices.Equal(x.ToolCalls, y.ToolCalls) && a.SpanID == b.SpanID && a.Rewound == b.Rewound &&
+		(x.Elicitation == nil) == (y.Elicitation == nil) && (x.Elicitation == nil || elicitationEqual(*x.Elicitation, *y.Elicitation))
+}
+
+func elicitationEqual(a, b flowv1.ToolElicitation) bool {
+	return a.Mode == b.Mode && a.Message == b.Message && jsonEqual(a.RequestedSchema, b.RequestedSchema) && a.URL == b.URL &&
+		a.ElicitationID == b.ElicitationID && timeEqual(a.AskedAt, b.AskedAt) && a.Answer == b.Answer && jsonEqual(a.Content, b.Content) &&
+		a.AnsweredBy == b.AnsweredBy
 }
 
 func limitsEqual(a, b *flowv1.SessionLimits) bool {

@@ -244,6 +244,9 @@ func (r *run) settleCall(c *flowv1.ToolCallProgress, ctx map[string]any) (res st
 	if c.State == flowv1.ToolCallPending && r.applyToolAnswer(c) && c.State == flowv1.ToolCallFailed {
 		r.addFailure(toolFailure(c))
 	}
+	if res, wait := r.awaitInput(c); wait {
+		return res, false
+	}
 	if res, wait := r.unknownOutcome(c, true); wait {
 		return res, false
 	}

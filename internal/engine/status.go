@@ -20,7 +20,9 @@ func (r *run) settle() {
 	st := r.st
 	_, blocked := Blocked(st)
 	if !st.Phase.IsTerminal() && !blocked && !r.suspended && st.Phase.HasStarted() && !r.awaiting() {
-		if r.hasWork() {
+		if inputWaiter(st) != nil && !r.interventionsPending() {
+			st.Phase = flowv1.PhaseWaitingForInput // a tool call waits for the user's input
+		} else if r.hasWork() {
 			st.Phase = flowv1.PhaseRunning
 		} else {
 			st.Phase = flowv1.PhaseWaitingForInput
@@ -75,6 +77,9 @@ func (r *run) conditions(blocked bool) {
 	case st.Phase == flowv1.PhaseRunning:
 		reconciling = true
 		reason, msg = flowv1.ReasonProgressing, fmt.Sprintf("Working in pathway %s", cur)
+	case st.Phase == flowv1.PhaseWaitingForInput && inputWaiter(st) != nil:
+		input = true
+		reason, msg = flowv1.ReasonInputRequested, r.inputMessage(inputWaiter(st))
 	case st.Phase == flowv1.PhaseWaitingForInput:
 		input = true
 		reason, msg = flowv1.ReasonWaitingForInput, fmt.Sprintf("Waiting for a message in pathway %s", cur)
@@ -99,7 +104,7 @@ func (r *run) conditions(blocked bool) {
 		setCondition(st, flowv1.ConditionCompleted, done, reason, msg, r.now)
 	}
 	if input {
-		setCondition(st, flowv1.ConditionAwaitingInput, metav1.ConditionTrue, flowv1.ReasonWaitingForInput, msg, r.now)
+		setCondition(st, flowv1.ConditionAwaitingInput, metav1.ConditionTrue, reason, msg, r.now)
 	} else if apimeta.FindStatusCondition(st.Conditions, flowv1.ConditionAwaitingInput) != nil {
 		setCondition(st, flowv1.ConditionAwaitingInput, metav1.ConditionFalse, reason, "Not waiting for input", r.now)
 	}
@@ -259,6 +264,12 @@ func Events(old, cur *flowv1.SessionStatus) []Event {
 	}
 	if c := apimeta.FindStatusCondition(cur.Conditions, flowv1.ConditionDegraded); c != nil && !apimeta.IsStatusConditionTrue(old.Conditions, flowv1.ConditionDegraded) {
 		out = append(out, Event{EventNormal, flowv1.ReasonDegraded, c.Message})
+	}
+	if c := inputWaiter(cur); c != nil {
+		if o := inputWaiter(old); o == nil || o.ID != c.ID || len(o.Elicitations) != len(c.Elicitations) {
+			out = append(out, Event{EventNormal, flowv1.ReasonInputRequested,
+				fmt.Sprintf("Tool call %s (%s) in pathway %s asks the user for input (status.turn.toolCalls has the question)", c.ID, c.Tool, cur.CurrentPathway)})
+		}
 	}
 	out = append(out, capEvents(old, cur)...)
 	out = append(out, interventionEvents(old, cur)...)

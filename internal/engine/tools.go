@@ -145,6 +145,8 @@ func (e *Effect) recordTool(rec *flowv1.EffectRecord, resp any, err error) *flow
 			f.Source = flowv1.FailureTool
 		}
 		res.Failure = &f
+	case r.Elicitation != nil:
+		res.Elicitation = r.Elicitation.DeepCopy()
 	case r.Error != "":
 		res.Failure = &flowv1.Failure{Source: flowv1.FailureTool, Component: e.Tool.Tool, Kind: flowv1.FailureException, Message: truncate.Bytes(r.Error, 1024, "")}
 	default:
@@ -220,6 +222,9 @@ func (r *run) builtinTools(p *flowv1.PathwaySpec, req agent.PathwayRequest) (res
 		}
 		if c.State == flowv1.ToolCallPending {
 			r.applyToolAnswer(c)
+		}
+		if res, wait := r.awaitInput(c); wait {
+			return nil, res, false
 		}
 		if res, wait := r.unknownOutcome(c, false); wait {
 			return nil, res, false
@@ -383,6 +388,13 @@ func (r *run) applyToolAnswer(c *flowv1.ToolCallProgress) bool {
 	}
 	r.pending = nil
 	u := p.Result.Usage
+	if q := p.Result.Elicitation; q != nil {
+		// No answer yet: the server asked the user for input (elicit.go).
+		r.addUsage(u)
+		r.askedForInput(c, q)
+		r.syncToolCall(c)
+		return true
+	}
 	u.ToolCalls++ // the call was made: its answer, result or failure, is applied
 	r.addUsage(u)
 	c.DurationMs = p.Result.DurationMs
@@ -411,7 +423,7 @@ func (r *run) waitTool(c *flowv1.ToolCallProgress, ctx map[string]any) stageResu
 	}
 	args, _ := decodeJSON(c.Args)
 	req := agent.ToolRequest{ID: c.ID, Tool: c.Tool, Args: orEmptyMap(args), IdempotencyKey: c.IdempotencyKey,
-		ApprovedBy: c.ApprovedBy, Pathway: r.st.CurrentPathway}
+		ApprovedBy: c.ApprovedBy, Pathway: r.st.CurrentPathway, Elicitations: answeredInput(c)}
 	if t, ok := r.snap.tool(c.Tool); ok {
 		if t.Builtin != nil {
 			req.Builtin, req.Context = t.Builtin.Expression, ctx

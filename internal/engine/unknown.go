@@ -209,8 +209,15 @@ func (r *run) answerCall(iv *flowv1.Intervention) string {
 	if c == nil {
 		return fmt.Sprintf("tool call %q is not a call of the turn in progress%s", iv.Call, r.waitingCalls())
 	}
-	if c.State != flowv1.ToolCallOutcomeUnknown {
-		return fmt.Sprintf("tool call %s is %s: only a call whose outcome is unknown takes an answer%s", c.ID, c.State, r.waitingCalls())
+	if c.State != flowv1.ToolCallOutcomeUnknown && c.State != flowv1.ToolCallAwaitingInput {
+		return fmt.Sprintf("tool call %s is %s: only a call whose outcome is unknown or whose server asked for input takes an answer%s", c.ID, c.State, r.waitingCalls())
+	}
+	if why := c.AnswerFits(iv.Outcome, iv.Content); why != "" {
+		return why + r.waitingCalls()
+	}
+	if c.State == flowv1.ToolCallAwaitingInput {
+		r.answerInput(c, iv)
+		return ""
 	}
 	what := ""
 	switch iv.Outcome {
@@ -246,7 +253,7 @@ func (r *run) answerCall(iv *flowv1.Intervention) string {
 // waitingCalls names the calls of the turn that wait for an answer, for a refusal.
 func (r *run) waitingCalls() string {
 	var ids []string
-	for c := range r.st.UnknownToolCalls() {
+	for c := range r.st.AnswerableToolCalls() {
 		ids = append(ids, c.ID)
 	}
 	switch len(ids) {

@@ -50,6 +50,9 @@ type InterventionRequest struct {
 	Outcome flowv1alpha1.AnswerOutcome
 	Result  string
 	Content *apiextensionsv1.JSON
+	// Fields are a form's fields as FIELD=VALUE, for Accept: each value is given the
+	// type the form's schema asks for, over Content's fields.
+	Fields []string
 	// DryRun, when server, has the API server admit the intervention without storing
 	// it; when client, nothing is sent.
 	DryRun dryRun
@@ -81,6 +84,10 @@ func Intervene(ctx context.Context, c client.Client, key types.NamespacedName, r
 	}
 	var sent Sent
 	build := func(s *flowv1alpha1.Session) (any, error) {
+		r := r
+		if err := r.formContent(s); err != nil {
+			return nil, err
+		}
 		if err := acceptsIntervention(ctx, c, s, r); err != nil {
 			return nil, err
 		}
@@ -159,9 +166,10 @@ func acceptsIntervention(ctx context.Context, c client.Client, s *flowv1alpha1.S
 	case flowv1alpha1.InterventionUpgrade:
 		return upgradeTarget(ctx, c, s, r.Revision)
 	case flowv1alpha1.InterventionAnswer:
-		if c := s.Status.TurnToolCall(r.Call); c == nil || c.State != flowv1alpha1.ToolCallOutcomeUnknown {
+		c := s.Status.TurnToolCall(r.Call)
+		if c == nil || (c.State != flowv1alpha1.ToolCallOutcomeUnknown && c.WaitingElicitation() == nil) {
 			var ids []string
-			for c := range s.Status.UnknownToolCalls() {
+			for c := range s.Status.AnswerableToolCalls() {
 				ids = append(ids, c.ID)
 			}
 			waiting := "no tool call of it waits for an answer"
@@ -170,7 +178,46 @@ func acceptsIntervention(ctx context.Context, c client.Client, s *flowv1alpha1.S
 			}
 			return fmt.Errorf("tool call %s of session/%s does not wait for an answer (%s)", r.Call, s.Name, waiting)
 		}
+		if why := c.AnswerFits(r.Outcome, r.Content); why != "" {
+			return fmt.Errorf("session/%s: %s", s.Name, why)
+		}
 	}
+	return nil
+}
+
+// formContent makes r.Fields, FIELD=VALUE pairs, the content of an Accept: each
+// value of the type the form call r.Call waits on asks for, over the fields of
+// --content.
+func (r *InterventionRequest) formContent(s *flowv1alpha1.Session) error {
+	if len(r.Fields) == 0 {
+		return nil
+	}
+	e := s.Status.TurnToolCall(r.Call).WaitingElicitation()
+	if e == nil {
+		return fmt.Errorf("tool call %s of session/%s waits for no form: FIELD=VALUE answers a form its server asked for", r.Call, s.Name)
+	}
+	fields := map[string]any{}
+	if r.Content != nil {
+		if err := json.Unmarshal(r.Content.Raw, &fields); err != nil {
+			return fmt.Errorf("--content must be a JSON object: %w", err)
+		}
+	}
+	for _, kv := range r.Fields {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			return fmt.Errorf("%q is not FIELD=VALUE", kv)
+		}
+		v, err := e.ParseField(name, value)
+		if err != nil {
+			return err
+		}
+		fields[name] = v
+	}
+	raw, err := json.Marshal(fields)
+	if err != nil {
+		return err
+	}
+	r.Content = &apiextensionsv1.JSON{Raw: raw}
 	return nil
 }
 
@@ -312,6 +359,9 @@ type interveneOptions struct {
 	done     string
 	notDone  bool
 	fail     bool
+	accept   bool
+	decline  bool
+	cancel   bool
 	content  string
 }
 
@@ -343,7 +393,17 @@ const answerExample = `  # A booking call whose outcome is unknown was in fact m
   kubectl journey answer patient-12345 t-7-0 --not-done
 
   # Give up on it: the model is told the call failed, and why
-  kubectl journey answer patient-12345 t-7-0 --fail --reason "the clinic's system is down"`
+  kubectl journey answer patient-12345 t-7-0 --fail --reason "the clinic's system is down"
+
+  # The clinic's server asks who the appointment is for: fill in its form
+  kubectl journey answer patient-12345 t-9-0 --accept name="Ada Lovelace" age=36 --wait
+
+  # The same, the fields as JSON
+  kubectl journey answer patient-12345 t-9-0 --accept --content '{"name": "Ada Lovelace", "age": 36}'
+
+  # The server asked to visit a page (a URL): say it was visited, or decline
+  kubectl journey answer patient-12345 t-9-0 --accept
+  kubectl journey answer patient-12345 t-9-0 --decline`
 
 const rewindExample = `  # Restore a Session to how it was after step 12 (see kubectl journey history -o wide)
   kubectl journey rewind patient-12345 --to-step 12 --reason "wrong doctor booked" --wait`
@@ -421,24 +481,42 @@ moves it anyway, and its history records that it was forced and by whom.`
 		cmd.Flags().BoolVar(&io.force, "force", false, "Move the Session even when the replay of its journal diverges on the revision")
 		_ = cmd.MarkFlagRequired("to-revision")
 	case flowv1alpha1.InterventionAnswer:
-		cmd.Use = "answer SESSION CALL (--done RESULT | --not-done | --fail [--reason TEXT])"
-		cmd.Short = "Say what became of a tool call whose outcome is unknown"
-		cmd.Long = `Append an Answer intervention to spec.interventions for the tool call CALL (its id,
-t-<step>-<index>, as the Session's Stalled condition and 'kubectl journey history' show
-it). A call to a tool server whose idempotency is None that was sent but never answered
+		io.describeAnswer(cmd)
+	}
+}
+
+// describeAnswer gives cmd, the answer command, its use, help, example and flags.
+func (io *interveneOptions) describeAnswer(cmd *cobra.Command) {
+	cmd.Use = "answer SESSION CALL (--done RESULT | --not-done | --fail [--reason TEXT] | --accept [FIELD=VALUE...] | --decline | --cancel)"
+	cmd.Short = "Answer a tool call that waits on a person: its outcome is unknown, or its server asks for input"
+	cmd.Long = `Append an Answer intervention to spec.interventions for the tool call CALL (its id,
+t-<step>-<index>, as the Session's conditions and 'kubectl journey history' show it).
+
+A call to a tool server whose idempotency is None that was sent but never answered
 has an unknown outcome, and is not sent again on its own: say what became of it.
 --done RESULT: it was done, RESULT is its result (--content gives a JSON object instead);
 --not-done: it was not, send it again (with the same idempotency key); --fail: the call
-fails, and the model is told so, with --reason.`
-		cmd.Example = answerExample
-		cmd.Args = exactArgs(2, "SESSION and CALL")
-		cmd.Flags().StringVar(&io.done, "done", "", "The call was done: RESULT is its result, as text")
-		cmd.Flags().BoolVar(&io.notDone, "not-done", false, "The call was not done: send it again, with the same idempotency key")
-		cmd.Flags().BoolVar(&io.fail, "fail", false, "The call fails: the model is told so, with --reason")
-		cmd.Flags().StringVar(&io.content, "content", "", "With --done: the call's result as a JSON object, instead of text")
-		cmd.MarkFlagsMutuallyExclusive("done", "not-done", "fail")
-		cmd.MarkFlagsOneRequired("done", "not-done", "fail")
-	}
+fails, and the model is told so, with --reason.
+
+A tool server may ask the user for input during a call (MCP elicitation): a form to
+fill in, or a page to visit. The Session waits (its AwaitingInput condition shows the
+question, the form's fields and this command). --accept gives the form's fields, as
+FIELD=VALUE arguments (each value of the type the form asks for) or as --content JSON,
+or says the page was visited; --decline and --cancel refuse. The call is then sent
+again, with the same idempotency key, and the server given the answer; what it
+answers goes back to the model. The fields are checked against the form before
+anything is sent.`
+	cmd.Example = answerExample
+	cmd.Args = answerArgs
+	cmd.Flags().StringVar(&io.done, "done", "", "The call was done: RESULT is its result, as text")
+	cmd.Flags().BoolVar(&io.notDone, "not-done", false, "The call was not done: send it again, with the same idempotency key")
+	cmd.Flags().BoolVar(&io.fail, "fail", false, "The call fails: the model is told so, with --reason")
+	cmd.Flags().BoolVar(&io.accept, "accept", false, "Give the input the call's server asked for: a form's fields (FIELD=VALUE arguments or --content), or a page visited")
+	cmd.Flags().BoolVar(&io.decline, "decline", false, "Decline to give the input the call's server asked for")
+	cmd.Flags().BoolVar(&io.cancel, "cancel", false, "Dismiss the server's request for input without a choice")
+	cmd.Flags().StringVar(&io.content, "content", "", "With --done: the call's result as a JSON object, instead of text; with --accept: the form's fields as a JSON object")
+	cmd.MarkFlagsMutuallyExclusive("done", "not-done", "fail", "accept", "decline", "cancel")
+	cmd.MarkFlagsOneRequired("done", "not-done", "fail", "accept", "decline", "cancel")
 }
 
 func (io *interveneOptions) run(ctx context.Context, fs *pflag.FlagSet, action flowv1alpha1.InterventionAction, args []string) error {
@@ -467,7 +545,7 @@ func (io *interveneOptions) run(ctx context.Context, fs *pflag.FlagSet, action f
 		}
 		r.Revision, r.Force = io.revision, io.force
 	case flowv1alpha1.InterventionAnswer:
-		if err := io.answer(fs, &r, args[1]); err != nil {
+		if err := io.answer(fs, &r, args[1], args[2:]); err != nil {
 			return err
 		}
 	}
@@ -501,8 +579,17 @@ func (io *interveneOptions) run(ctx context.Context, fs *pflag.FlagSet, action f
 	return printOutcome(io.Out, s, sent, o)
 }
 
-// answer fills r with the Answer the flags give for call.
-func (io *interveneOptions) answer(fs *pflag.FlagSet, r *InterventionRequest, call string) error {
+// answerArgs are SESSION and CALL, and FIELD=VALUE arguments after them.
+func answerArgs(cmd *cobra.Command, args []string) error {
+	if len(args) < 2 {
+		return fmt.Errorf("%s takes SESSION and CALL, and FIELD=VALUE arguments with --accept (got %d arguments); see '%s --help'", cmd.Name(), len(args), cmd.CommandPath())
+	}
+	return nil
+}
+
+// answer fills r with the Answer the flags give for call; fields are FIELD=VALUE
+// arguments, for --accept.
+func (io *interveneOptions) answer(fs *pflag.FlagSet, r *InterventionRequest, call string, fields []string) error {
 	if call == "" {
 		return errors.New("CALL must not be empty")
 	}
@@ -514,12 +601,22 @@ func (io *interveneOptions) answer(fs *pflag.FlagSet, r *InterventionRequest, ca
 		r.Outcome = flowv1alpha1.AnswerNotDone
 	case io.fail:
 		r.Outcome = flowv1alpha1.AnswerFail
+	case io.accept:
+		r.Outcome = flowv1alpha1.AnswerAccept
+	case io.decline:
+		r.Outcome = flowv1alpha1.AnswerDecline
+	case io.cancel:
+		r.Outcome = flowv1alpha1.AnswerCancel
 	}
+	if len(fields) > 0 && r.Outcome != flowv1alpha1.AnswerAccept {
+		return fmt.Errorf("FIELD=VALUE arguments (%s) go with --accept: they fill in the form a call's server asked for", strings.Join(fields, " "))
+	}
+	r.Fields = fields
 	if io.content == "" {
 		return nil
 	}
-	if r.Outcome != flowv1alpha1.AnswerDone {
-		return errors.New("--content goes with --done: it is the result of a call that was done")
+	if r.Outcome != flowv1alpha1.AnswerDone && r.Outcome != flowv1alpha1.AnswerAccept {
+		return errors.New("--content goes with --done (the result of a call that was done) or --accept (a form's fields)")
 	}
 	var obj map[string]any
 	if err := json.Unmarshal([]byte(io.content), &obj); err != nil || obj == nil {

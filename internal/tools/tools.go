@@ -55,7 +55,13 @@ func (c *Caller) CallTool(ctx context.Context, namespace string, req agent.ToolR
 	}
 	start := time.Now()
 	sampled := &sampledUsage{}
-	session, err := c.connect(ctx, namespace, req.Server, req.IdempotencyKey, clientOptions(req.Hooks, sampled))
+	// A request for input the user has not answered yet ends the attempt: the
+	// call is abandoned (the server's request fails and the call is cancelled),
+	// and made again, same key, once the user answered.
+	ctx, abandon := context.WithCancel(ctx)
+	defer abandon()
+	el := &elicitor{given: req.Elicitations, abandon: abandon}
+	session, err := c.connect(ctx, namespace, req.Server, req.IdempotencyKey, clientOptions(req.Hooks, sampled, el))
 	if err != nil {
 		return agent.ToolResponse{}, err
 	}
@@ -70,6 +76,9 @@ func (c *Caller) CallTool(ctx context.Context, namespace string, req agent.ToolR
 		params.SetProgressToken(req.IdempotencyKey)
 	}
 	res, err := session.CallTool(ctx, params)
+	if asked := el.pending(); asked != nil {
+		return agent.ToolResponse{DurationMs: time.Since(start).Milliseconds(), Usage: sampled.get(), Elicitation: asked}, nil
+	}
 	if err != nil {
 		return agent.ToolResponse{}, transient(req.Tool, fmt.Errorf("calling tool %s on server %s: %w", req.ServerTool, req.Server.Name, err))
 	}
@@ -89,9 +98,10 @@ func (c *Caller) CallTool(ctx context.Context, namespace string, req agent.ToolR
 func (c *Caller) List(ctx context.Context, namespace string, server *flowv1.ToolServer) ([]*mcp.Tool, error) {
 	// A server may offer some tools only to clients that can answer its sampling
 	// requests: the listing client says it can when the journey answers them.
-	var opts *mcp.ClientOptions
+	// Every call can ask the user for input, so the listing client says it can.
+	opts := &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{Elicitation: elicitationModes()}}
 	if server.Sampling != nil {
-		opts = &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}} //nolint:staticcheck // sampling is deprecated from protocol 2026-07-28 and still served; servers use it
+		opts.Capabilities.Sampling = &mcp.SamplingCapabilities{} //nolint:staticcheck // sampling is deprecated from protocol 2026-07-28 and still served; servers use it
 	}
 	session, err := c.connect(ctx, namespace, server, "", opts)
 	if err != nil {
@@ -143,12 +153,16 @@ func (c *Caller) connect(ctx context.Context, namespace string, server *flowv1.T
 }
 
 // clientOptions are the options of the client that makes a call with hooks: the
-// handlers of what the server may send during the call.
-func clientOptions(hooks *agent.ToolHooks, sampled *sampledUsage) *mcp.ClientOptions {
-	if hooks == nil {
-		return nil
+// handlers of what the server may send during the call. The server's requests for
+// input go to el.
+func clientOptions(hooks *agent.ToolHooks, sampled *sampledUsage, el *elicitor) *mcp.ClientOptions {
+	opts := &mcp.ClientOptions{
+		Capabilities:       &mcp.ClientCapabilities{Elicitation: elicitationModes()},
+		ElicitationHandler: el.handle,
 	}
-	opts := &mcp.ClientOptions{}
+	if hooks == nil {
+		return opts
+	}
 	if hooks.Sample != nil {
 		opts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) { //nolint:staticcheck // sampling is deprecated from protocol 2026-07-28 and still served; servers use it
 			return sample(ctx, hooks.Sample, req.Params, sampled)

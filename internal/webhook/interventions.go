@@ -95,9 +95,18 @@ func checkInterventions(ctx context.Context, paths approverLookup, old, s *flowv
 					s.Name, orUnknown(string(st.Phase)))))
 			}
 		case flowv1.InterventionAnswer:
-			if c := st.TurnToolCall(iv.Call); c == nil || c.State != flowv1.ToolCallOutcomeUnknown {
+			c := st.TurnToolCall(iv.Call)
+			if c == nil || (c.State != flowv1.ToolCallOutcomeUnknown && c.WaitingElicitation() == nil) {
 				errs = append(errs, field.Invalid(p.Child("call"), iv.Call, fmt.Sprintf(
 					"tool call %s of session/%s does not wait for an answer%s", iv.Call, s.Name, waitingCalls(st))))
+				continue
+			}
+			if why := c.AnswerFits(iv.Outcome, iv.Content); why != "" {
+				at := p.Child("outcome")
+				if c.WaitingElicitation() != nil && iv.Outcome == flowv1.AnswerAccept {
+					at = p.Child("content") // the form's fields
+				}
+				errs = append(errs, field.Invalid(at, iv.Outcome, why))
 			}
 		case flowv1.InterventionRewind:
 			if iv.Step == nil {
@@ -139,7 +148,7 @@ func checkInterventionsSize(ivs []flowv1.Intervention, from int) field.ErrorList
 // waitingCalls names the tool calls of the turn in progress that wait for an answer.
 func waitingCalls(st *flowv1.SessionStatus) string {
 	var ids []string
-	for c := range st.UnknownToolCalls() {
+	for c := range st.AnswerableToolCalls() {
 		ids = append(ids, c.ID)
 	}
 	if len(ids) == 0 {
