@@ -127,6 +127,7 @@ func (c *crashes) hold(ctx context.Context, _, order string) {
 // never sends a call again, and the call's outcome is unknown exactly where the
 // manager stopped between marking it sent and writing its answer.
 func TestCrashAtEveryPoint(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	c := &crashes{points: map[string]crashPoint{}, reached: make(chan string, 64), stopped: map[string]bool{}}
 	keyed := testenv.NewEffectServer(t, testenv.EffectOptions{Keyed: true, Hold: c.hold})
