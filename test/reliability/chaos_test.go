@@ -22,9 +22,11 @@ import (
 
 // TestRestartsAndFaults runs Sessions of the support-desk journey while the manager is
 // killed (SIGKILL) or stopped (SIGTERM) every few seconds and the chat completions
-// server fails a fifth of the calls, then checks that every message was processed
-// exactly once, no transition was applied twice, every Session finished or is
-// waiting, and no decision left allowedDestinations.
+// server fails a fifth of the calls, and the billing clerk's refund tools fail a
+// fifth of theirs and hold some answers past a restart, then checks that every
+// message was processed exactly once, no transition was applied twice, every Session
+// finished or is waiting, no decision left allowedDestinations, no refund was paid
+// twice, and no call to the shop that ignores keys was sent twice.
 //
 // Short: 50 Sessions, 2 restarts. RELIABILITY_FULL=1: 500 Sessions, a restart every
 // 2-5 seconds until they settle.
@@ -38,7 +40,8 @@ func TestRestartsAndFaults(t *testing.T) {
 	)
 	ns := newNamespace(t)
 	srv := newFaultServer(t, 0.2, 20261122)
-	for _, o := range supportDeskObjects(t, ns, srv.URL+"/v1") {
+	shops := newToolShops(t, 20261126, 2*time.Second)
+	for _, o := range supportDeskObjects(t, ns, srv.URL+"/v1", shops.keyed.URL, shops.unkeyed.URL) {
 		create(t, o)
 	}
 	shard := "journey.dev/shard=" + ns
@@ -175,6 +178,8 @@ func TestRestartsAndFaults(t *testing.T) {
 			}
 		}
 	}
+	tv := shops.check(sessions)
+	toolFailed, held, cut := shops.counts()
 	calls, faults, schemas := srv.counts()
 	injected := 0
 	for _, c := range faults {
@@ -186,11 +191,21 @@ func TestRestartsAndFaults(t *testing.T) {
 	fmt.Fprintf(&table, "| %d | %d | %d | %d | %d | %d | %d | %d | %d | %d (%d) | %d | %d | %d | %s |\n",
 		v.sessions, v.messages, restarted+1, calls, injected, v.lost, v.duplicated, v.escaped, v.unsettled, diverged, skipped, rewritten,
 		len(mgr.crashed()), mgr.panics(), time.Since(start).Round(time.Second))
+	fmt.Fprintf(&table, "\n| tool calls | requests to the shops | failed by the shops | answers held (cut by a restart) | keys paid | effects per key (max) | paid twice | sent again without a key | OutcomeUnknown |\n")
+	fmt.Fprintf(&table, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&table, "| %d | %d | %d | %d (%d) | %d | %d | %d | %d | %d |\n",
+		tv.calls, tv.deliveries, toolFailed, held, cut, tv.paid, tv.maxEffects, tv.twice, tv.resent, tv.unknown)
 	fmt.Fprintf(&table, "\nfaults by kind: %v; calls by schema: %s; phases: %s\n", faults, schemas, phaseSummary(sessions))
 	t.Log(table.String())
 
 	for _, p := range v.problems {
 		t.Error(p)
+	}
+	for _, p := range tv.problems {
+		t.Error(p)
+	}
+	if tv.paid == 0 || tv.maxEffects != 1 {
+		t.Errorf("the refunds paid %d keys, at most %d times each: want some, each once", tv.paid, tv.maxEffects)
 	}
 	if c := mgr.crashed(); len(c) > 0 {
 		t.Errorf("the manager crashed: %v", c)

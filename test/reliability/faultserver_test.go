@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -21,13 +22,17 @@ const (
 	faultOutOfList = "out-of-list" // 200 with a destination or intent outside the enum
 )
 
+// sessionInRequest finds the Session's name in a pathway turn's request.
+var sessionInRequest = regexp.MustCompile(`"session":\{"name":"([^"]+)"`)
+
 var faultKinds = []string{faultTimeout, fault429, fault500, faultGarbage, faultOutOfList}
 
 // faultServer is the harness's chat server (POST /v1/chat/completions with a
 // json_schema response format) failing a share of the calls. Its good answers are a
 // function of the request: the intent is faq-detour when the message mentions a
-// question, the decision is shipping when the order is late, else billing, and a
-// pathway turn is complete when the customer says bye.
+// question, the decision is shipping when the order is late, else billing, a pathway
+// turn offered tools first refunds the customer (refundTool) and answers once it has
+// the result, and a pathway turn is complete when the customer says bye.
 type faultServer struct {
 	*testenv.ChatServer
 	rate float64
@@ -93,6 +98,12 @@ func (fs *faultServer) respond(req testenv.ChatRequest) testenv.Reply {
 		}
 		content = fmt.Sprintf(`{"destination":%q,"confidence":0.9,"reasoning":"the order says so"}`, dest)
 	default: // a pathway turn
+		if f == "" && len(req.Functions()) > 0 && len(req.ToolResults()) == 0 {
+			if m := sessionInRequest.FindStringSubmatch(req.User()); m != nil {
+				return testenv.CallTools(testenv.ToolCall{ID: "call_refund", Name: refundTool(m[1]),
+					Arguments: fmt.Sprintf(`{"order":"o-%s","amount":1200}`, m[1])})
+			}
+		}
 		outcome := "success"
 		if f == faultOutOfList {
 			outcome = "catastrophe"

@@ -15,9 +15,12 @@ import (
 // a pattern or on the LLM intent classifier, and billing run by an LLM agent. Unclear
 // decisions go to the human pathway. No pathway runs on entry, there are no External
 // outcomes and no approvals, so every turn is a message: status.turns must equal
-// status.processedMessages.
+// status.processedMessages. The billing clerk refunds the customer with a tool before
+// it answers: refund on a shop that honours idempotency keys, refund_once on one that
+// does not (a call whose outcome is unknown fails: the model is told).
 //
-// %[1]s is the namespace, %[2]s the base URL of the chat completions server.
+// %[1]s is the namespace, %[2]s the base URL of the chat completions server, %[3]s
+// and %[4]s the MCP endpoints of the keyed and the unkeyed shop.
 const supportDesk = `
 apiVersion: flow.journey.dev/v1alpha1
 kind: Journey
@@ -34,6 +37,12 @@ spec:
     - {name: classifier, provider: openai, model: test-model, baseURL: "%[2]s", timeout: 1s, maxRetries: 1}
     - {name: decider, provider: openai, model: test-model, baseURL: "%[2]s", timeout: 1s, maxRetries: 1}
     - {name: clerk, provider: openai, model: test-model, baseURL: "%[2]s", timeout: 1s, maxRetries: 1}
+  toolServers:
+    - {name: shop, url: "%[3]s", timeout: 10s}
+    - {name: old-shop, url: "%[4]s", timeout: 10s, idempotency: None}
+  tools:
+    - {name: refund, server: shop, serverTool: pay, approval: Never}
+    - {name: refund_once, server: old-shop, serverTool: pay, approval: Never, onUnknown: Fail}
   transitions:
     - name: faq-detour
       from: "*"
@@ -87,6 +96,7 @@ spec:
     instructions: Settle the customer's billing question.
     outputs: [{name: note, type: string}]
   agents: [clerk]
+  tools: [refund, refund_once]
 ---
 apiVersion: flow.journey.dev/v1alpha1
 kind: Pathway
@@ -146,6 +156,6 @@ func decodeObjects(t *testing.T, manifest string) []client.Object {
 	return out
 }
 
-func supportDeskObjects(t *testing.T, ns, baseURL string) []client.Object {
-	return decodeObjects(t, fmt.Sprintf(supportDesk, ns, strings.TrimSuffix(baseURL, "/")))
+func supportDeskObjects(t *testing.T, ns, baseURL, shopURL, oldShopURL string) []client.Object {
+	return decodeObjects(t, fmt.Sprintf(supportDesk, ns, strings.TrimSuffix(baseURL, "/"), shopURL, oldShopURL))
 }

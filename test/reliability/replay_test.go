@@ -17,8 +17,10 @@ import (
 	"github.com/journeyops/journey-operator/internal/revision"
 )
 
-// errNoReplay says a Session cannot be replayed exactly (its journal was truncated).
-var errNoReplay = fmt.Errorf("journal truncated")
+// errNoReplay says a Session cannot be replayed exactly: its journal was truncated,
+// or a tool call's outcome was unknown (a restart between its send and its answer
+// decided it, and the journal holds no answer for it).
+var errNoReplay = fmt.Errorf("journal truncated or an outcome unknown")
 
 // replay runs the Session's inputs through the pure engine from an empty status, from
 // its pinned Journey revision, answering each agent call with the next entry of
@@ -27,18 +29,15 @@ var errNoReplay = fmt.Errorf("journal truncated")
 // message processed twice, a transition applied twice or an answer applied that was
 // never journaled shows up as a difference.
 func replay(ctx context.Context, c client.Reader, s *flowv1.Session) (string, error) {
-	if s.Status.JournalDropped > 0 {
+	if s.Status.JournalDropped > 0 || unknownOutcomes(s) > 0 {
 		return "", errNoReplay
 	}
 	var rev appsv1.ControllerRevision
 	if err := c.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Status.JourneyRevision}, &rev); err != nil {
 		return "", err
 	}
-	var data revision.Data
-	if err := json.Unmarshal(rev.Data.Raw, &data); err != nil {
-		return "", err
-	}
-	snap, err := engine.NewSnapshot(rev.Name, &data.Journey, data.Pathways)
+	// As the controller compiles it: the tool schemas the revision pinned included.
+	snap, err := revision.Compile(rev.Name, rev.Data.Raw)
 	if err != nil {
 		return "", err
 	}
