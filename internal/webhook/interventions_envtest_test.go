@@ -9,6 +9,7 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -257,4 +258,35 @@ func TestInterventionsAdmission(t *testing.T) {
 	}
 	err = intervene("bob", &got, `{"id":"i-2","action":"Retry"}`)
 	wantDenied(t, err, "spec.interventions[1].action", "is Completed, which is final")
+}
+
+// TestElicitationAnswerAdmission: an Answer to a tool call whose server asked the
+// user for a form is refused at admission when its fields do not fill in the form,
+// the error naming the field, and stamped with who answered when they do.
+func TestElicitationAnswerAdmission(t *testing.T) {
+	s := newSession(t, nil)
+	s.Status.Phase = flowv1.PhaseWaitingForInput
+	s.Status.Turn = &flowv1.TurnProgress{Trigger: flowv1.TurnEntry, Stage: flowv1.StageRun, Pathway: "draft",
+		ToolCalls: []flowv1.ToolCallProgress{{
+			ToolCallRecord: flowv1.ToolCallRecord{ID: "t-4-0", Tool: "register", State: flowv1.ToolCallAwaitingInput},
+			IdempotencyKey: "u-4-0", Elicitations: []flowv1.ToolElicitation{{Mode: flowv1.ElicitationForm, Message: "Who is it for?",
+				RequestedSchema: &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","required":["name"],"properties":{"name":{"type":"string"},"age":{"type":"integer"}}}`)}}},
+		}}}
+	if err := admin.Status().Update(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	err := intervene("alice", s, `{"id":"i-1","action":"Answer","call":"t-4-0","outcome":"Accept","content":{"age":"old"}}`)
+	wantDenied(t, err, "spec.interventions[0].content", `field "name" is required by the form`)
+	err = intervene("alice", s, `{"id":"i-1","action":"Answer","call":"t-4-0","outcome":"Done","result":"ok"}`)
+	wantDenied(t, err, "spec.interventions[0].outcome", "answer it Accept, Decline or Cancel, not Done")
+	if err := intervene("alice", s, `{"id":"i-1","action":"Answer","call":"t-4-0","outcome":"Accept","content":{"name":"Ada","age":36}}`); err != nil {
+		t.Fatalf("a filled-in form: %v", err)
+	}
+	var got flowv1.Session
+	if err := admin.Get(context.Background(), client.ObjectKeyFromObject(s), &got); err != nil {
+		t.Fatal(err)
+	}
+	if iv := got.Spec.Interventions[0]; iv.By != "alice" || iv.Outcome != flowv1.AnswerAccept {
+		t.Errorf("intervention %+v", iv)
+	}
 }
