@@ -70,8 +70,9 @@ const (
 	// input is cut, as the Session stores it.
 	MaxElicitationMessageBytes = 1024
 	// MaxElicitationSchemaBytes bounds the schema of a form a server asks the user
-	// to fill in (its JSON): a call whose server asks with a larger one fails.
-	MaxElicitationSchemaBytes = 2048
+	// to fill in (its JSON): a call whose server asks with a larger one fails. The
+	// MCP reference server's own form takes 2.4 KB.
+	MaxElicitationSchemaBytes = 4096
 	// FixedBytes covers what does not grow with the conversation: metadata and managed
 	// fields, conditions, counters, the last decision.
 	FixedBytes = 16384

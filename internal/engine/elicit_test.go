@@ -257,11 +257,11 @@ func TestElicitationURLAndUnkeyedServer(t *testing.T) {
 func TestElicitationBounds(t *testing.T) {
 	t.Run("a schema too large", func(t *testing.T) {
 		big := patientForm
-		big.RequestedSchema = raw(`{"type": "object", "description": "` + strings.Repeat("x", 3000) + `"}`)
+		big.RequestedSchema = raw(`{"type": "object", "description": "` + strings.Repeat("x", flowv1.MaxElicitationSchemaBytes) + `"}`)
 		s, _ := elicitingClinic(t, "", big, nil)
 		s.say("m1", "book me")
 		s.settle()
-		if s.st.Turn != nil || !strings.Contains(failureMessages(s), "form schema of 3") {
+		if s.st.Turn != nil || !strings.Contains(failureMessages(s), fmt.Sprintf("over the limit of %d", flowv1.MaxElicitationSchemaBytes)) {
 			t.Fatalf("failures %q, turn %s", failureMessages(s), dump(s.st.Turn))
 		}
 	})

@@ -78,8 +78,11 @@ func everythingModel(r testenv.ChatRequest) testenv.Reply {
 		return testenv.Answer(string(b))
 	}
 	call := testenv.ToolCall{ID: "call-1", Name: "get-sum", Arguments: `{"a": 2, "b": 3}`}
-	if strings.Contains(user, "haiku") {
+	switch {
+	case strings.Contains(user, "haiku"):
 		call = testenv.ToolCall{ID: "call-1", Name: "trigger-sampling-request", Arguments: `{"prompt": "a haiku about journeys", "maxTokens": 50}`}
+	case strings.Contains(user, "form"):
+		call = testenv.ToolCall{ID: "call-1", Name: "trigger-elicitation-request", Arguments: `{}`}
 	}
 	return testenv.CallToolsAs(testenv.DialectHermes, call)
 }
@@ -101,7 +104,7 @@ metadata: {name: ask}
 spec:
   signature: {instructions: Answer with the tools.}
   agents: [assistant]
-  tools: [get-sum, trigger-sampling-request]
+  tools: [get-sum, trigger-sampling-request, trigger-elicitation-request]
 ---
 apiVersion: flow.journey.dev/v1alpha1
 kind: Journey
@@ -120,19 +123,24 @@ spec:
   tools:
     - {name: get-sum, server: everything, approval: Never}
     - {name: trigger-sampling-request, server: everything, approval: Never}
+    - {name: trigger-elicitation-request, server: everything, approval: Never}
 `, model.BaseURL(), mcpURL))
 	kubectl(t, "-n", ns, "wait", "--for=condition=Ready", "--timeout=30s", "journey/everything")
 
-	ask := func(t *testing.T, session, text string) *flowv1.Session {
+	get := func(t *testing.T, session string) *flowv1.Session {
 		t.Helper()
-		create(t, ns, fmt.Sprintf("apiVersion: flow.journey.dev/v1alpha1\nkind: Session\nmetadata: {name: %s}\nspec: {journeyRef: {name: everything}}\n", session))
-		journey(t, ns, "say", session, text, "--wait", "--timeout", "40s")
-		waitPhase(t, ns, session, "Completed")
 		s := &flowv1.Session{}
 		if err := cluster.Env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: session}, s); err != nil {
 			t.Fatal(err)
 		}
 		return s
+	}
+	ask := func(t *testing.T, session, text string) *flowv1.Session {
+		t.Helper()
+		create(t, ns, fmt.Sprintf("apiVersion: flow.journey.dev/v1alpha1\nkind: Session\nmetadata: {name: %s}\nspec: {journeyRef: {name: everything}}\n", session))
+		journey(t, ns, "say", session, text, "--wait", "--timeout", "40s")
+		waitPhase(t, ns, session, "Completed")
+		return get(t, session)
 	}
 
 	t.Run("get-sum through a text-dialect model", func(t *testing.T) {
@@ -175,6 +183,33 @@ spec:
 		// The writer's 30+5 tokens on top of the assistant's two calls (100+20 each).
 		if u := s.Status.Usage; u.PromptTokens != 230 || u.CompletionTokens != 45 || u.ToolCalls != 1 {
 			t.Errorf("usage %+v, want 230 prompt and 45 completion tokens (the sampling's counted) and one tool call", u)
+		}
+	})
+
+	t.Run("trigger-elicitation-request answered with kubectl journey answer", func(t *testing.T) {
+		create(t, ns, "apiVersion: flow.journey.dev/v1alpha1\nkind: Session\nmetadata: {name: form}\nspec: {journeyRef: {name: everything}}\n")
+		journey(t, ns, "say", "form", "Fill in the form, please.")
+		// The server's form (2.4 KB of schema, required "name") waits for the user.
+		if out, err := cluster.Kubectl("-n", ns, "wait", "session/form", "--timeout=40s", "--for=condition=AwaitingInput"); err != nil {
+			st, _ := cluster.Kubectl("-n", ns, "get", "session", "form", "-o", "jsonpath={.status}")
+			t.Fatalf("the Session does not await input: %v\n%s\nstatus: %s", err, out, st)
+		}
+		call := kubectl(t, "-n", ns, "get", "session", "form", "-o", `jsonpath={.status.turn.toolCalls[?(@.state=="AwaitingInput")].id}`)
+		if call == "" {
+			t.Fatalf("no tool call awaits input: %+v", get(t, "form").Status.Turn)
+		}
+		if _, err := cluster.Kubectl("journey", "answer", "form", call, "--accept", "check=true", "-n", ns); err == nil {
+			t.Error("an answer without the form's required field name was accepted")
+		}
+		journey(t, ns, "answer", "form", call, "--accept", "name=Ada Lovelace", "check=true", "--wait", "--timeout", "40s")
+		waitPhase(t, ns, "form", "Completed")
+		lt := get(t, "form").Status.LastTurn
+		if !strings.Contains(lt.AssistantText, "User provided the requested information") ||
+			!strings.Contains(lt.AssistantText, "- Name: Ada Lovelace") || !strings.Contains(lt.AssistantText, "- Agreed to terms: true") {
+			t.Errorf("reply %q, want the server's result holding the answer", lt.AssistantText)
+		}
+		if len(lt.ToolCalls) != 1 || lt.ToolCalls[0].Tool != "trigger-elicitation-request" || lt.ToolCalls[0].State != flowv1.ToolCallDone {
+			t.Errorf("lastTurn.toolCalls %+v, want one trigger-elicitation-request call, done", lt.ToolCalls)
 		}
 	})
 }
