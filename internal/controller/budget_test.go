@@ -383,3 +383,50 @@ func TestBudgetSoftLimitReached(t *testing.T) {
 		return fmt.Errorf("no Warning %s Event about Budget team", flowv1.ReasonSoftLimitReached)
 	})
 }
+
+// The manager stops while a call is in flight (its answer never written): after the
+// restart the Session makes the call again, and the Budget counts the one answer the
+// Session journaled, once.
+func TestBudgetRestartMidCallCountsOnce(t *testing.T) {
+	ns := newNamespace(t)
+	chat := pricedChat(t)
+	chat.SetLatency(time.Hour) // the first call hangs until the manager stops
+	opts := Options{BudgetFlush: 100 * time.Millisecond}
+	mgr := startManager(t, ns, opts)
+	pricedJourney(t, ns, chat)
+	create(t, sharedBudget(ns, "team", "1", nil))
+	s := sessionOf(ns, "s", "priced")
+	s.Spec.Messages = []flowv1.Message{{ID: "m1", Text: "What is the copay?"}}
+	create(t, s)
+	eventually(t, 30*time.Second, func() error {
+		if chat.Calls() != 1 {
+			return fmt.Errorf("%d calls", chat.Calls())
+		}
+		return nil
+	})
+	if err := mgr.Stop(); err != nil {
+		t.Fatalf("manager: %v", err)
+	}
+	chat.SetLatency(0)
+	startManager(t, ns, opts)
+	eventually(t, 30*time.Second, func() error {
+		if got := get(t, ns, "s", &flowv1.Session{}); got.Status.Phase != flowv1.PhaseCompleted {
+			return fmt.Errorf("phase %s, reason %s", got.Status.Phase, got.Status.Reason)
+		}
+		return nil
+	})
+	if chat.Calls() != 2 {
+		t.Fatalf("%d calls, want the hung one and its repeat", chat.Calls())
+	}
+	charged, journaled, calls := spentBySessions(t, ns, "team")
+	if calls != 1 || charged != journaled || charged.ModelCalls != 1 || charged.CostNano != 1500000 {
+		t.Fatalf("charged %+v, journaled %+v in %d journaled calls: want one call of USD 0.0015", charged, journaled, calls)
+	}
+	eventually(t, 20*time.Second, func() error {
+		b := get(t, ns, "team", &flowv1.Budget{})
+		if spent := budget.Amounts(b.Status.Spent); spent.CostNano != 1500000 || b.Status.Holding != 0 || b.Status.Reserved.CostUSD != "0" {
+			return fmt.Errorf("Budget status %+v", b.Status)
+		}
+		return nil
+	})
+}

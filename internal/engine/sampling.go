@@ -29,8 +29,25 @@ func (r *run) samplingUnaffordable(s *agent.ToolSampling) (string, bool) {
 	if s == nil {
 		return "", false
 	}
+	return r.unaffordable(samplingEffect(s))
+}
+
+// samplingEffect is the worst case of a tool call's sampling as an effect: its agent
+// answering with the whole token cap.
+func samplingEffect(s *agent.ToolSampling) *Effect {
 	spec := *s.Agent.DeepCopy()
 	capped := int32(s.MaxTokens)
 	spec.MaxTokens = &capped
-	return r.unaffordable(&Effect{Kind: flowv1.EffectCallTool, Agents: []flowv1.AgentSpec{spec}})
+	return &Effect{Kind: flowv1.EffectCallTool, Agents: []flowv1.AgentSpec{spec}}
+}
+
+// toolWorstCase is the most a tool call with sampling s (nil for none) can spend:
+// one tool call, and the tokens and cost of its sampling's worst case. A server's
+// sampling requests are not model calls: limits.modelCalls does not count them.
+func toolWorstCase(s *agent.ToolSampling) Spend {
+	need := Spend{ToolCalls: 1}
+	if s != nil {
+		need.Tokens, need.CostNano = worstCase(samplingEffect(s))
+	}
+	return need
 }

@@ -81,9 +81,12 @@ type BudgetRoom struct {
 
 // WorstCase is the most eff can spend: for model calls, worstCase's tokens and cost
 // and one model call per remote agent (a pipeline's agents summed); for a tool call,
-// one tool call.
+// one tool call and the tokens and cost of its sampling's worst case.
 func WorstCase(eff *Effect) Spend {
 	if eff.Kind == flowv1.EffectCallTool {
+		if eff.Tool != nil {
+			return toolWorstCase(eff.Tool.Sampling)
+		}
 		return Spend{ToolCalls: 1}
 	}
 	tokens, cost := worstCase(eff)

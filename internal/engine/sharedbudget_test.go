@@ -466,3 +466,24 @@ func TestSharedBudgetDegradeWaits(t *testing.T) {
 		})
 	}
 }
+
+// A tool call whose server samples reserves the worst case of its sampling too: the
+// whole token cap on the sampling agent, at its pricing; its requests are not model
+// calls.
+func TestSharedBudgetSamplingWorstCase(t *testing.T) {
+	priced := flowv1.AgentSpec{Name: "bot", Provider: flowv1.ProviderOpenAI, Model: "m",
+		Pricing: &flowv1.Pricing{PromptPerMTok: "100", CompletionPerMTok: "1000"}}
+	plain := WorstCase(&Effect{Kind: flowv1.EffectCallTool, Tool: &agent.ToolRequest{Tool: "find"}})
+	sampled := WorstCase(&Effect{Kind: flowv1.EffectCallTool, Tool: &agent.ToolRequest{Tool: "find",
+		Sampling: &agent.ToolSampling{Agent: priced, MaxTokens: 1000}}})
+	if plain != (Spend{ToolCalls: 1}) {
+		t.Errorf("a tool call without sampling: %+v", plain)
+	}
+	// 1000 completion tokens at USD 1000 per million are USD 1, and the prompt more.
+	if sampled.ToolCalls != 1 || sampled.ModelCalls != 0 || sampled.Tokens <= 1000 || sampled.CostNano <= 1e9 {
+		t.Errorf("a tool call with sampling: %+v", sampled)
+	}
+	if _, ok := Fits(sampled, Spend{CostNano: 1e9, ToolCalls: 5}, Spend{CostNano: 1e9, ToolCalls: 5}); ok {
+		t.Errorf("a sampling call that could cost more than USD 1 fits in USD 1")
+	}
+}

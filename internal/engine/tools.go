@@ -418,9 +418,6 @@ func (r *run) waitTool(c *flowv1.ToolCallProgress, ctx map[string]any) stageResu
 	if why, over := r.toolCallsSpent(); over {
 		return r.stallOnBudget(why)
 	}
-	if w, over := r.noRoom(flowv1.EffectCallTool, Spend{ToolCalls: 1}); over {
-		return r.waitForBudget(w)
-	}
 	args, _ := decodeJSON(c.Args)
 	req := agent.ToolRequest{ID: c.ID, Tool: c.Tool, Args: orEmptyMap(args), IdempotencyKey: c.IdempotencyKey,
 		ApprovedBy: c.ApprovedBy, Pathway: r.st.CurrentPathway, Elicitations: answeredInput(c)}
@@ -434,6 +431,9 @@ func (r *run) waitTool(c *flowv1.ToolCallProgress, ctx map[string]any) stageResu
 	}
 	if why, over := r.samplingUnaffordable(req.Sampling); over {
 		return r.stallOnBudget(why)
+	}
+	if w, over := r.noRoom(flowv1.EffectCallTool, toolWorstCase(req.Sampling)); over {
+		return r.waitForBudget(w)
 	}
 	eff := newEffect(flowv1.EffectCallTool, nil, "", req)
 	if r.unkeyed(c) {
