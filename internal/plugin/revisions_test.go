@@ -1,0 +1,381 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/controller"
+	"github.com/journeyops/journey-operator/internal/testenv"
+	"github.com/journeyops/journey-operator/internal/tools/clinic"
+	"github.com/journeyops/journey-operator/internal/webhook"
+)
+
+// revisionsCluster is a control plane with the admission webhooks (they stamp who
+// intervened) and a manager; run runs kubectl journey as alice in namespace ns.
+type revisionsCluster struct {
+	env        *testenv.Environment
+	kubeconfig string
+}
+
+func newRevisionsCluster(t *testing.T) *revisionsCluster {
+	t.Helper()
+	testenv.QuietLogs()
+	env := testenv.New(t, testenv.WithWebhooks())
+	mgr := env.StartManager(t, testenv.ManagerOptions{Webhooks: true, Setup: func(mgr ctrl.Manager) error {
+		if err := controller.Setup(mgr, controller.Options{}); err != nil {
+			return err
+		}
+		return webhook.SetupWebhooks(mgr, webhook.Options{Checks: controller.AdmissionChecks()})
+	}})
+	if err := mgr.WaitForWebhooks(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return &revisionsCluster{env: env, kubeconfig: env.Kubeconfig(t, testenv.Admin("alice"))}
+}
+
+func (c *revisionsCluster) run(ns string, args ...string) (string, error) {
+	var out, errOut bytes.Buffer
+	o := NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	o.PollInterval = 50 * time.Millisecond
+	cmd := NewCommandWithOptions(o)
+	cmd.SetArgs(append(args, "--kubeconfig", c.kubeconfig, "-n", ns))
+	err := cmd.ExecuteContext(context.Background())
+	return out.String() + errOut.String(), err
+}
+
+// nextReady changes the cluster with edit and waits for the Journey's new ready revision.
+func (c *revisionsCluster) nextReady(t *testing.T, ns, journey string, edit func()) string {
+	t.Helper()
+	var cur flowv1alpha1.Journey
+	_ = c.env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: journey}, &cur) // not there yet when edit creates it
+	old := cur.Status.ReadyRevision
+	edit()
+	var rev string
+	testenv.Eventually(t, 30*time.Second, func() error {
+		j := testenv.Get(t, c.env, ns, journey, &flowv1alpha1.Journey{})
+		if rev = j.Status.ReadyRevision; rev == old || rev == "" || j.Status.ObservedGeneration != j.Generation {
+			return fmt.Errorf("ready revision %q (was %q), issues %v", rev, old, j.Status.Issues)
+		}
+		return nil
+	})
+	return rev
+}
+
+// update reads obj, changes it with mod and writes it, until it is not a conflict.
+func update[T client.Object](t *testing.T, c *revisionsCluster, ns, name string, obj T, mod func(T)) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		cur := testenv.Get(t, c.env, ns, name, obj)
+		mod(cur)
+		return c.env.Client.Update(context.Background(), cur)
+	})
+}
+
+// kubectl journey upgrade: a compatible revision moves the Session with no request to
+// the chat server; an incompatible one is refused, UpgradeBlocked naming the step its
+// question changed at; --force moves it, its history saying alice did.
+func TestUpgradeCommandOnCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
+	c := newRevisionsCluster(t)
+	ns := c.env.Namespace(t)
+	chat := testenv.NewChatServer(t, func(testenv.ChatRequest) testenv.Reply {
+		return testenv.Answer(`{"reply": "Noted.", "outcome": "success", "complete": false}`)
+	})
+	p := &flowv1alpha1.Pathway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "talk"},
+		Spec: flowv1alpha1.PathwaySpec{Agents: []flowv1alpha1.Name{"gpt"}, Signature: flowv1alpha1.Signature{Instructions: "Answer the user."}}}
+	j := &flowv1alpha1.Journey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chat"}, Spec: flowv1alpha1.JourneySpec{
+		EntryPathway: "talk", Pathways: []flowv1alpha1.PathwayEntry{{Name: "talk", PathwayRef: "talk"}},
+		Agents: []flowv1alpha1.AgentSpec{{Name: "gpt", Provider: flowv1alpha1.ProviderOpenAI, Model: "test-model", BaseURL: chat.BaseURL(), MaxRetries: ptr.To[int32](0)}},
+	}}
+	first := c.nextReady(t, ns, "chat", func() { c.env.Create(t, p, j) })
+	startThenSay(t, c, ns, "s1", "chat", "First.", "Second.")
+	s := waitLive(t, c.env, ns, "s1", "to answer both messages", func(s *flowv1alpha1.Session) bool {
+		return s.Status.ProcessedMessages == 2 && s.Status.Turn == nil && s.Status.Phase == flowv1alpha1.PhaseWaitingForInput
+	})
+	if s.Status.JourneyRevision != first || len(s.Status.Journal) != 2 {
+		t.Fatalf("revision %s, journal %+v", s.Status.JourneyRevision, s.Status.Journal)
+	}
+
+	compatible := c.nextReady(t, ns, "chat", func() {
+		update(t, c, ns, "chat", &flowv1alpha1.Journey{}, func(j *flowv1alpha1.Journey) { j.Spec.FallbackReply = "Sorry, try again." })
+	})
+	before := chat.Calls()
+	out, err := c.run(ns, "upgrade", "s1", "--to-revision", compatible, "--wait", "--timeout", "30s")
+	if err != nil {
+		t.Fatalf("upgrade: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "Revision:") || !strings.Contains(out, compatible) {
+		t.Errorf("upgrade printed\n%s\nwant the revision %s", out, compatible)
+	}
+	if got := chat.Calls() - before; got != 0 {
+		t.Errorf("the upgrade made %d requests to the chat server, want 0", got)
+	}
+	if s := testenv.Get(t, c.env, ns, "s1", &flowv1alpha1.Session{}); s.Status.JourneyRevision != compatible {
+		t.Fatalf("session s1 on %s, want %s", s.Status.JourneyRevision, compatible)
+	}
+
+	// A second Session on the same revision (kubectl journey drops s1's processed
+	// Upgrade from its spec when it appends the next one, and a replay needs it).
+	startThenSay(t, c, ns, "s2", "chat", "First.")
+	s = waitLive(t, c.env, ns, "s2", "to answer", func(s *flowv1alpha1.Session) bool {
+		return s.Status.ProcessedMessages == 1 && s.Status.Turn == nil && s.Status.Phase == flowv1alpha1.PhaseWaitingForInput
+	})
+	if s.Status.JourneyRevision != compatible || len(s.Status.Journal) != 1 {
+		t.Fatalf("s2: revision %s, journal %+v", s.Status.JourneyRevision, s.Status.Journal)
+	}
+	asked := s.Status.Journal[0].Step
+	before = chat.Calls()
+	french := c.nextReady(t, ns, "chat", func() {
+		update(t, c, ns, "talk", &flowv1alpha1.Pathway{}, func(p *flowv1alpha1.Pathway) { p.Spec.Signature.Instructions = "Answer the user in French." })
+	})
+	out, err = c.run(ns, "upgrade", "s2", "--to-revision", french, "--wait", "--timeout", "30s")
+	want := fmt.Sprintf("step %d replays differently on revision %s: journal", asked, french)
+	if err == nil || !strings.Contains(err.Error(), "refused intervention i-1 (Upgrade)") || !strings.Contains(err.Error(), want) {
+		t.Fatalf("incompatible upgrade: error %v, want a refusal with %q\n%s", err, want, out)
+	}
+	s = testenv.Get(t, c.env, ns, "s2", &flowv1alpha1.Session{})
+	if cond := apimeta.FindStatusCondition(s.Status.Conditions, flowv1alpha1.ConditionUpgradeBlocked); cond == nil || cond.Status != metav1.ConditionTrue ||
+		!strings.Contains(cond.Message, want) || s.Status.JourneyRevision != compatible {
+		t.Errorf("revision %s, UpgradeBlocked %+v; want it blocked with %q", s.Status.JourneyRevision, cond, want)
+	}
+	if got := chat.Calls() - before; got != 0 {
+		t.Errorf("the upgrades made %d requests to the chat server, want 0", got)
+	}
+
+	out, err = c.run(ns, "upgrade", "s2", "--to-revision", french, "--force", "--reason", "French it is", "--wait", "--timeout", "30s")
+	if err != nil {
+		t.Fatalf("upgrade --force: %v\n%s", err, out)
+	}
+	s = testenv.Get(t, c.env, ns, "s2", &flowv1alpha1.Session{})
+	h := s.Status.History[len(s.Status.History)-1]
+	if s.Status.JourneyRevision != french || h.Intervention != flowv1alpha1.InterventionUpgrade || h.By != "alice" ||
+		!strings.Contains(h.Reason, "(forced; step ") || !strings.Contains(h.Reason, "French it is") {
+		t.Errorf("after --force: revision %s, last history entry %+v; want %s, an Upgrade by alice saying it was forced", s.Status.JourneyRevision, h, french)
+	}
+}
+
+var forkSessionName = regexp.MustCompile(`"session":\{"name":"([^"]+)"`)
+
+// kubectl journey fork: a fork after step 4 of a Session whose turn called the model
+// and the clinic's MCP tools is rebuilt with no chat and no tool request for those
+// steps (it makes only the requests the source made after step 4), its history and
+// journal up to step 4 are the source's, and the source is not written; a fork onto a
+// revision whose threshold asks approval for the source's decision says ForkDiverged
+// at that step; --agent runs a fork on a revision with another model.
+func TestForkCommandOnCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
+	c := newRevisionsCluster(t)
+	ns := c.env.Namespace(t)
+	cl := clinic.New()
+	srv := httptest.NewServer(cl.Handler())
+	defer srv.Close()
+	var mu sync.Mutex
+	asked := map[string]int{}
+	chat := testenv.NewChatServer(t, func(r testenv.ChatRequest) testenv.Reply {
+		if m := forkSessionName.FindStringSubmatch(r.User()); m != nil {
+			mu.Lock()
+			asked[m[1]]++
+			mu.Unlock()
+		}
+		switch len(r.ToolResults()) {
+		case 0:
+			return testenv.CallTools(testenv.ToolCall{ID: "call_find", Name: "find_doctors", Arguments: `{"specialty":"cardiology"}`})
+		case 1:
+			return testenv.CallTools(testenv.ToolCall{ID: "call_book", Name: "book_slot", Arguments: `{"doctor_id":"d-1","slot":"2026-12-01T09:00"}`})
+		}
+		b, _ := json.Marshal(map[string]any{"reply": "Booked.", "outputs": map[string]any{"booking_id": "b-1"}, "outcome": "success", "complete": true})
+		return testenv.Answer(string(b))
+	})
+	askedBy := func(name string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return asked[name]
+	}
+	book := &flowv1alpha1.Pathway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "book"}, Spec: flowv1alpha1.PathwaySpec{
+		Agents: []flowv1alpha1.Name{"gpt"}, Tools: []flowv1alpha1.ToolName{"find_doctors", "book_slot"},
+		Signature: flowv1alpha1.Signature{Instructions: "Find a doctor and book a slot.",
+			Outputs: []flowv1alpha1.SignatureField{{Name: "booking_id", Type: "string"}}},
+		Accumulate: []string{"booking_id"},
+		Transitions: &flowv1alpha1.OutcomeTransitions{OnSuccess: &flowv1alpha1.OutcomeTransition{Decision: &flowv1alpha1.Decision{
+			AllowedDestinations:  []flowv1alpha1.Name{"done"},
+			Rules:                []flowv1alpha1.DecisionRule{{When: "true", To: "done", Confidence: "0.9"}},
+			ConfidenceThresholds: &flowv1alpha1.ConfidenceThresholds{AutoAdvance: "0.8", RequireApproval: "0.5"},
+		}}},
+	}}
+	done := &flowv1alpha1.Pathway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "done"},
+		Spec: flowv1alpha1.PathwaySpec{Builtin: &flowv1alpha1.BuiltinPathway{Reply: "Anything else?"}}}
+	j := &flowv1alpha1.Journey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "react"}, Spec: flowv1alpha1.JourneySpec{
+		EntryPathway: "book",
+		Pathways:     []flowv1alpha1.PathwayEntry{{Name: "book", PathwayRef: "book"}, {Name: "done", PathwayRef: "done"}},
+		Agents:       []flowv1alpha1.AgentSpec{{Name: "gpt", Provider: flowv1alpha1.ProviderOpenAI, Model: "test-model", BaseURL: chat.BaseURL(), MaxRetries: ptr.To[int32](0)}},
+		ToolServers:  []flowv1alpha1.ToolServer{{Name: "clinic", URL: srv.URL, Timeout: &metav1.Duration{Duration: 20 * time.Second}}},
+		Tools: []flowv1alpha1.Tool{
+			{Name: "find_doctors", Server: "clinic", Approval: flowv1alpha1.ToolApprovalNever},
+			{Name: "book_slot", Server: "clinic", Approval: flowv1alpha1.ToolApprovalNever},
+		},
+	}}
+	c.nextReady(t, ns, "react", func() { c.env.Create(t, book, done, j) })
+	startThenSay(t, c, ns, "src", "react", "Please book me a cardiologist.")
+	atDone := func(s *flowv1alpha1.Session) bool {
+		return s.Status.CurrentPathway == "done" && s.Status.Turn == nil && s.Status.Phase == flowv1alpha1.PhaseWaitingForInput
+	}
+	src := waitLive(t, c.env, ns, "src", "to reach pathway done", atDone)
+	var decided int64
+	for _, h := range src.Status.History {
+		if h.To == "done" {
+			decided = h.Step
+		}
+	}
+	const at = 4
+	calls := func(upTo bool) (model, tools int) {
+		for _, r := range src.Status.Journal {
+			if (r.Step <= at) == upTo {
+				if r.Kind == flowv1alpha1.EffectCallTool {
+					tools++
+				} else {
+					model++
+				}
+			}
+		}
+		return
+	}
+	if m, tl := calls(true); m < 1 || tl < 1 || decided <= at {
+		t.Fatalf("steps up to %d made %d model and %d tool calls, the decision is at step %d; want both kinds before it: journal %+v", at, m, tl, decided, src.Status.Journal)
+	}
+	laterModel, laterTools := calls(false)
+	toolsBefore := cl.Calls("find_doctors") + cl.Calls("book_slot")
+
+	out, err := c.run(ns, "fork", "src", "--at-step", fmt.Sprint(at), "--name", "f1")
+	if err != nil || !strings.Contains(out, fmt.Sprintf("session/f1 created: a fork of session/src after step %d, on revision %s", at, src.Status.JourneyRevision)) {
+		t.Fatalf("fork: %v\n%s", err, out)
+	}
+	f := waitLive(t, c.env, ns, "f1", "to reach pathway done", atDone)
+	// The script answers by the tool results a request carries: a request of the
+	// fork with fewer than the prefix's would ask a question of the prefix again.
+	_, prefixTools := calls(true)
+	for _, r := range chat.Requests() {
+		if m := forkSessionName.FindStringSubmatch(r.User()); m != nil && m[1] == "f1" && len(r.ToolResults()) < prefixTools {
+			t.Errorf("the fork asked a question of its first %d steps again (%d tool results, the prefix has %d)", at, len(r.ToolResults()), prefixTools)
+		}
+	}
+	if askedBy("f1") == 0 && laterModel > 0 {
+		t.Errorf("the fork made no chat request after step %d", at)
+	}
+	if got := cl.Calls("find_doctors") + cl.Calls("book_slot") - toolsBefore; got != laterTools {
+		t.Errorf("the fork made %d tool calls, want %d (the source's after step %d: none for the steps before)", got, laterTools, at)
+	}
+	var fh, sh []flowv1alpha1.HistoryEntry
+	for _, h := range f.Status.History {
+		if h.Step <= at {
+			fh = append(fh, h)
+		}
+	}
+	for _, h := range src.Status.History {
+		if h.Step <= at {
+			sh = append(sh, h)
+		}
+	}
+	if !jsonSame(fh, sh) {
+		t.Errorf("the fork's history up to step %d %+v, the source's %+v", at, fh, sh)
+	}
+	var fj, sj []flowv1alpha1.EffectRecord
+	for _, r := range f.Status.Journal {
+		if r.Step <= at {
+			fj = append(fj, r)
+		}
+	}
+	for _, r := range src.Status.Journal {
+		if r.Step <= at {
+			sj = append(sj, r)
+		}
+	}
+	if len(fj) == 0 || !jsonSame(fj, sj) {
+		t.Errorf("the fork's journal up to step %d %+v, the source's %+v", at, fj, sj)
+	}
+
+	// A revision that asks approval at confidence 0.9 diverges at the decision.
+	stricter := c.nextReady(t, ns, "react", func() {
+		update(t, c, ns, "book", &flowv1alpha1.Pathway{}, func(p *flowv1alpha1.Pathway) {
+			p.Spec.Transitions.OnSuccess.Decision.ConfidenceThresholds.AutoAdvance = "0.95"
+		})
+	})
+	out, err = c.run(ns, "fork", "src", "--at-step", fmt.Sprint(decided), "--revision", stricter, "--name", "f2")
+	want := fmt.Sprintf("step %d replays differently on revision %s: history[step %d]", decided, stricter, decided)
+	if err != nil || !strings.Contains(out, "ForkDiverged: "+want) {
+		t.Fatalf("fork --revision: %v\n%s\nwant ForkDiverged: %s", err, out, want)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		f := testenv.Get(t, c.env, ns, "f2", &flowv1alpha1.Session{})
+		cond := apimeta.FindStatusCondition(f.Status.Conditions, flowv1alpha1.ConditionForkDiverged)
+		if cond == nil || cond.Status != metav1.ConditionTrue || !strings.Contains(cond.Message, fmt.Sprintf("Step %d of the source replays differently on revision %s: history[step %d]", decided, stricter, decided)) {
+			return fmt.Errorf("ForkDiverged %+v, want %q", cond, want)
+		}
+		if f.Status.JourneyRevision != stricter {
+			return fmt.Errorf("f2 on %s", f.Status.JourneyRevision)
+		}
+		return nil
+	})
+
+	// --agent makes a revision with the agent's other model, and the fork runs on it.
+	out, err = c.run(ns, "fork", "src", "--at-step", fmt.Sprint(at), "--agent", "gpt=other-model", "--name", "f3")
+	if err != nil {
+		t.Fatalf("fork --agent: %v\n%s", err, out)
+	}
+	f = waitLive(t, c.env, ns, "f3", "to reach pathway done", atDone)
+	if f.Status.JourneyRevision == src.Status.JourneyRevision || f.Status.JourneyRevision == stricter || f.Spec.ForkOf.Revision != f.Status.JourneyRevision {
+		t.Errorf("f3 on %s (forkOf %+v); want a revision of its own", f.Status.JourneyRevision, f.Spec.ForkOf)
+	}
+	var models []string
+	for _, r := range chat.Requests() {
+		if m := forkSessionName.FindStringSubmatch(r.User()); m != nil && m[1] == "f3" {
+			models = append(models, r.Model)
+		}
+	}
+	if len(models) == 0 || models[0] != "other-model" {
+		t.Errorf("f3 asked models %v; want requests to other-model", models)
+	}
+
+	if s := testenv.Get(t, c.env, ns, "src", &flowv1alpha1.Session{}); s.ResourceVersion != src.ResourceVersion {
+		t.Errorf("the source was written: resourceVersion %s, was %s", s.ResourceVersion, src.ResourceVersion)
+	}
+}
+
+func jsonSame(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+// startThenSay creates Session name, waits until it started, then sends it msgs.
+// (The Sessions are given their messages once started, as people send them.)
+func startThenSay(t *testing.T, c *revisionsCluster, ns, name, journey string, msgs ...string) {
+	t.Helper()
+	c.env.Create(t, &flowv1alpha1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: flowv1alpha1.SessionSpec{JourneyRef: flowv1alpha1.JourneyReference{Name: journey}}})
+	waitLive(t, c.env, ns, name, "to start", func(s *flowv1alpha1.Session) bool { return s.Status.Phase == flowv1alpha1.PhaseWaitingForInput })
+	for _, m := range msgs {
+		if out, err := c.run(ns, "say", name, m); err != nil {
+			t.Fatalf("say: %v\n%s", err, out)
+		}
+	}
+}
