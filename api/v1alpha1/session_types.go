@@ -489,6 +489,11 @@ type SessionStatus struct {
 	// step counts the steps that changed this status.
 	// +optional
 	Step int64 `json:"step,omitempty"`
+	// writes counts the controller's writes of this status (several may
+	// share a step: a retry, a call marked sent). Each write is conditioned
+	// on the count it read, so one computed from an older copy fails.
+	// +optional
+	Writes int64 `json:"writes,omitempty"`
 	// turns counts processed turns (messages, outcomes and entry runs).
 	// +optional
 	Turns int32 `json:"turns,omitempty"`

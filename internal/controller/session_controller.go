@@ -146,23 +146,25 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // reconcile that starts on an event queued while the previous one ran (a message sent
 // while a model was answering) may read the cache before it holds the status that
 // reconcile wrote; stepping that stale status would ask the model again, only for
-// the write to fail. So it waits for the cache instead, like a conflict.
+// the write to fail. So it waits for the cache instead, like a conflict. Writes are
+// compared by status.writes, not status.step: a retry or a call marked sent is
+// written without a new step.
 func (r *SessionReconciler) fresh(s *flowv1.Session) bool {
 	key := client.ObjectKeyFromObject(s)
 	v, ok := r.written.Load(key)
 	if !ok {
 		return true
 	}
-	if s.Status.Step < v.(int64) {
+	if s.Status.Writes < v.(int64) {
 		return false
 	}
 	r.written.CompareAndDelete(key, v)
 	return true
 }
 
-// wrote records that s's status was written at step, for fresh.
-func (r *SessionReconciler) wrote(s *flowv1.Session, step int64) {
-	r.written.Store(client.ObjectKeyFromObject(s), step)
+// wrote records s's status write (its status.writes), for fresh.
+func (r *SessionReconciler) wrote(s *flowv1.Session) {
+	r.written.Store(client.ObjectKeyFromObject(s), s.Status.Writes)
 }
 
 // finished reconciles a Session that ended: its status only records the generation it

@@ -218,7 +218,7 @@ func (r *SessionReconciler) writeFirst(ctx context.Context, s *flowv1.Session, s
 		*s = *before
 		return &writeFirstError{out: out}
 	}
-	r.wrote(s, next.Step)
+	r.wrote(s)
 	progress.wrote(next.Step)
 	r.emit(s, old, next)
 	return nil
@@ -277,8 +277,8 @@ func (r *SessionReconciler) finish(ctx context.Context, s *flowv1.Session, st se
 	}
 	// What the write charged is in the ledger now, and its calls hold nothing more.
 	r.Budgets.Settle(s)
-	if st.status.Step > old.Step {
-		r.wrote(s, st.status.Step)
+	if !unchanged {
+		r.wrote(s)
 	}
 	if err := r.Audit.Sync(ctx, s); err != nil {
 		// Written again, with the same ids, before the next step.

@@ -96,6 +96,7 @@ func writeSessionStatus(ctx context.Context, c client.Client, live client.Reader
 	if unchanged {
 		return outcome{}, true
 	}
+	s.Status.Writes = before.Status.Writes + 1
 	patch, err := sessionStatusPatch(before, s)
 	if err != nil {
 		return failed(err), false

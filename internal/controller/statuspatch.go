@@ -16,7 +16,10 @@ import (
 
 // A Session's status is written with a JSON patch conditioned on the status the step
 // read, not on the whole object's resourceVersion: the patch first tests
-// status.step (and status.agentRetry, when set), then changes what the step changed.
+// status.writes (the count of the controller's status writes, which every write
+// raises: writeSessionStatus), status.step (and status.agentRetry, when set), then
+// changes what the step changed. A status written by an operator that did not count
+// its writes yet has no writes to test; its next write adds the count.
 // A message, outcome or approval a user adds while a model call is in flight changes
 // the spec, not those fields, so the step's write still applies and the model's answer
 // is kept; only another status writer (our own earlier write not yet in the cache) can
@@ -45,6 +48,9 @@ func sessionStatusPatch(before, after *flowv1.Session) (client.Patch, error) {
 		return nil, err
 	}
 	ops := []patchOp{{Op: "test", Path: "/status/step", Value: old["step"]}}
+	if w, ok := old["writes"]; ok {
+		ops = append(ops, patchOp{Op: "test", Path: "/status/writes", Value: w})
+	}
 	if r, ok := old["agentRetry"]; ok {
 		ops = append(ops, patchOp{Op: "test", Path: "/status/agentRetry", Value: r})
 	}

@@ -77,13 +77,14 @@ func replay(ctx context.Context, c client.Reader, s *flowv1.Session) (string, er
 }
 
 // comparable is a status without what depends on the clock or the controller (times,
-// conditions, observedGeneration), as generic JSON.
+// conditions, observedGeneration, the count of status writes), as generic JSON.
 func comparable(st *flowv1.SessionStatus) map[string]any {
 	c := st.DeepCopy()
 	for i := range c.History {
 		c.History[i].Time = metav1.Time{}
 	}
 	c.Conditions, c.StartTime, c.CompletionTime, c.LastActivityTime, c.ObservedGeneration = nil, nil, nil, nil, 0
+	c.Writes = 0
 	raw, _ := json.Marshal(c)
 	var out map[string]any
 	_ = json.Unmarshal(raw, &out)
