@@ -55,3 +55,24 @@ func TestOf(t *testing.T) {
 		t.Error("a Session without tool calls lists some")
 	}
 }
+
+// A call whose outcome is unknown, and one whose server asked the user for input, are
+// listed with their state and arguments, as `kubectl journey history` and the console
+// show them while the Session waits for `kubectl journey answer`.
+func TestOfCallsWaitingForAnAnswer(t *testing.T) {
+	st := &flowv1.SessionStatus{Turn: &flowv1.TurnProgress{Pathway: "pay", MessageID: "m1", ToolCalls: []flowv1.ToolCallProgress{
+		{ToolCallRecord: flowv1.ToolCallRecord{ID: "t-4-0", Tool: "pay", State: flowv1.ToolCallOutcomeUnknown},
+			Args: &apiextensionsv1.JSON{Raw: []byte(`{"amount":40}`)}},
+		{ToolCallRecord: flowv1.ToolCallRecord{ID: "t-4-1", Tool: "register", State: flowv1.ToolCallAwaitingInput},
+			Args: &apiextensionsv1.JSON{Raw: []byte(`{}`)}},
+	}}}
+	got := Of(st)
+	if len(got) != 2 {
+		t.Fatalf("got %d calls: %+v", len(got), got)
+	}
+	for i, want := range []struct{ id, state, args string }{{"t-4-0", "OutcomeUnknown", `{"amount":40}`}, {"t-4-1", "AwaitingInput", "{}"}} {
+		if c := got[i]; c.ID != want.id || c.StateText() != want.state || c.ArgsPreview(40) != want.args || c.Pathway != "pay" {
+			t.Errorf("call %d: %s %q %q %q; want %s %q %q in pay", i, c.ID, c.StateText(), c.ArgsPreview(40), c.Pathway, want.id, want.state, want.args)
+		}
+	}
+}
