@@ -67,7 +67,7 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 			return x.Type == y.Type && x.Status == y.Status && x.ObservedGeneration == y.ObservedGeneration &&
 				x.LastTransitionTime.Equal(&y.LastTransitionTime) && x.Reason == y.Reason && x.Message == y.Message
 		}) &&
-		a.ObservedGeneration == b.ObservedGeneration &&
+		a.ObservedGeneration == b.ObservedGeneration && a.Writes == b.Writes &&
 		timeEqual(a.StartTime, b.StartTime) &&
 		timeEqual(a.CompletionTime, b.CompletionTime) &&
 		timeEqual(a.LastActivityTime, b.LastActivityTime) &&
