@@ -55,21 +55,15 @@ func TestSessionTrace(t *testing.T) {
 	create(t, s)
 	send(t, ns, s.Name, "m1", traceM1)
 	before := processed(t, ns, s.Name, 1)
+	// Stopping the manager ends its trace provider: a span ended after that is dropped.
+	stepSpanEnded(t, recBefore, before.Status.Step)
 	if err := first.Stop(); err != nil {
 		t.Errorf("manager: %v", err)
 	}
 	startManager(t, ns, Options{Tracing: tracing.NewWithProcessor(recAfter, false)})
 	send(t, ns, s.Name, "m2", traceM2)
 	got := processed(t, ns, s.Name, 2)
-	// A step's span ends once its status is written: the last one may still be open.
-	eventually(t, 10*time.Second, func() error {
-		for _, sp := range recAfter.Ended() {
-			if strings.HasPrefix(sp.Name(), "step ") && attrsOf(sp)["journey.step"] == strconv.FormatInt(got.Status.Step, 10) {
-				return nil
-			}
-		}
-		return fmt.Errorf("the span of step %d has not ended", got.Status.Step)
-	})
+	stepSpanEnded(t, recAfter, got.Status.Step)
 
 	tc := got.Status.TraceContext
 	if tc == nil || before.Status.TraceContext == nil || *before.Status.TraceContext != *tc {
@@ -90,6 +84,21 @@ func TestSessionTrace(t *testing.T) {
 	checkSteps(t, spans, got, tc)
 	checkChats(t, spans, byID, cs)
 	checkJournalLinks(t, spans, got)
+}
+
+// stepSpanEnded waits until rec holds the ended span of the status write that carried
+// the Session to step: a step's span ends once its status is written, so the span of
+// the last write may still be open when the status is seen.
+func stepSpanEnded(t *testing.T, rec *tracetest.SpanRecorder, step int64) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() error {
+		for _, sp := range rec.Ended() {
+			if strings.HasPrefix(sp.Name(), "step ") && attrsOf(sp)["journey.step"] == strconv.FormatInt(step, 10) {
+				return nil
+			}
+		}
+		return fmt.Errorf("the span of step %d has not ended", step)
+	})
 }
 
 // noSecrets fails when an attribute of sp, or of its events, holds the user's text or
