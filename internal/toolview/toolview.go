@@ -29,6 +29,9 @@ type Call struct {
 	Args string
 	// AwaitingApproval says the call waits for an approval naming its id.
 	AwaitingApproval bool
+	// Asks is what the tool's server asks the user while the call waits for an
+	// answer (MCP elicitation): the form's message, or the page to visit; "" otherwise.
+	Asks string
 }
 
 // ArgsPreview is the call's arguments cut to n runes, else "sha256:" and the start of
@@ -43,10 +46,16 @@ func (c *Call) ArgsPreview(n int) string {
 	return ""
 }
 
-// StateText is the call's state, with "awaiting approval" or "cached" when so.
+// askedRunes bounds the question StateText shows.
+const askedRunes = 60
+
+// StateText is the call's state, with "awaiting approval", what the server asks, or
+// "cached" when so.
 func (c *Call) StateText() string {
 	s := string(c.State)
 	switch {
+	case c.Asks != "":
+		s += " (asks: " + truncate.Runes(c.Asks, askedRunes, "…") + ")"
 	case c.AwaitingApproval:
 		s += " (awaiting approval)"
 	case c.Cached:
@@ -92,6 +101,9 @@ func Of(st *flowv1.SessionStatus) []Call {
 		for _, p := range t.ToolCalls {
 			c := newCall(p.ToolCallRecord, t.Pathway, t.MessageID)
 			c.AwaitingApproval = p.AwaitingApproval
+			if e := p.WaitingElicitation(); e != nil {
+				c.Asks = asks(e)
+			}
 			if p.Args != nil {
 				c.Args = strings.TrimSpace(string(p.Args.Raw))
 			}
@@ -110,6 +122,14 @@ func Of(st *flowv1.SessionStatus) []Call {
 		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.Index, b.Index))
 	})
 	return out
+}
+
+// asks is what e asks the user, on one line: the form's message, or the page to visit.
+func asks(e *flowv1.ToolElicitation) string {
+	if e.Mode == flowv1.ElicitationURL {
+		return strings.TrimSpace("visit " + e.URL + " " + strings.Join(strings.Fields(e.Message), " "))
+	}
+	return cmp.Or(strings.Join(strings.Fields(e.Message), " "), "a form")
 }
 
 // journaled is the call a journaled CallTool answer answers.

@@ -64,13 +64,18 @@ func TestOfCallsWaitingForAnAnswer(t *testing.T) {
 		{ToolCallRecord: flowv1.ToolCallRecord{ID: "t-4-0", Tool: "pay", State: flowv1.ToolCallOutcomeUnknown},
 			Args: &apiextensionsv1.JSON{Raw: []byte(`{"amount":40}`)}},
 		{ToolCallRecord: flowv1.ToolCallRecord{ID: "t-4-1", Tool: "register", State: flowv1.ToolCallAwaitingInput},
-			Args: &apiextensionsv1.JSON{Raw: []byte(`{}`)}},
+			Args: &apiextensionsv1.JSON{Raw: []byte(`{}`)}, Elicitations: []flowv1.ToolElicitation{
+				{Mode: flowv1.ElicitationForm, Message: "Your name?", Answer: flowv1.AnswerAccept},
+				{Mode: flowv1.ElicitationForm, Message: "Your date of birth,\nas on your insurance card, so that the clinic can find your record"}}},
+		{ToolCallRecord: flowv1.ToolCallRecord{ID: "t-4-2", Tool: "sign", State: flowv1.ToolCallAwaitingInput},
+			Elicitations: []flowv1.ToolElicitation{{Mode: flowv1.ElicitationURL, URL: "https://sign.example/s/1", Message: "Sign the form"}}},
 	}}}
 	got := Of(st)
-	if len(got) != 2 {
+	if len(got) != 3 {
 		t.Fatalf("got %d calls: %+v", len(got), got)
 	}
-	for i, want := range []struct{ id, state, args string }{{"t-4-0", "OutcomeUnknown", `{"amount":40}`}, {"t-4-1", "AwaitingInput", "{}"}} {
+	for i, want := range []struct{ id, state, args string }{{"t-4-0", "OutcomeUnknown", `{"amount":40}`}, {"t-4-1", "AwaitingInput (asks: Your date of birth, as on your insurance card, so that the …)", "{}"},
+		{"t-4-2", "AwaitingInput (asks: visit https://sign.example/s/1 Sign the form)", ""}} {
 		if c := got[i]; c.ID != want.id || c.StateText() != want.state || c.ArgsPreview(40) != want.args || c.Pathway != "pay" {
 			t.Errorf("call %d: %s %q %q %q; want %s %q %q in pay", i, c.ID, c.StateText(), c.ArgsPreview(40), c.Pathway, want.id, want.state, want.args)
 		}
