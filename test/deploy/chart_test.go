@@ -74,7 +74,8 @@ func nested(t *testing.T, u *unstructured.Unstructured, fields ...string) any {
 // TestChartLints runs what `helm lint` runs, with the default and the scoped values,
 // and wants no warning or error.
 func TestChartLints(t *testing.T) {
-	for name, values := range map[string]map[string]any{"default": {}, "scoped": scopedValues(), "self cert": selfValues()} {
+	for name, values := range map[string]map[string]any{"default": {}, "scoped": scopedValues(), "self cert": selfValues(),
+		"default budget": budgetValues(scopedValues(), nil)} {
 		l := lint.All(chartDir, values, clusterNS, false)
 		for _, m := range l.Messages {
 			if m.Severity >= support.WarningSev {
