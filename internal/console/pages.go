@@ -29,7 +29,7 @@ type pages struct {
 	byName map[string]*template.Template
 }
 
-var pageNames = []string{"journeys", "journey", "sessions", "session", "approvals"}
+var pageNames = []string{"journeys", "journey", "sessions", "session", "approvals", "budgets"}
 
 func parsePages() (*pages, error) {
 	p := &pages{byName: map[string]*template.Template{}}
@@ -66,6 +66,7 @@ func (s *Server) routes() {
 	mux.HandleFunc("GET /sessions", s.sessionsPage)
 	mux.HandleFunc("GET /sessions/{ns}/{name}", s.sessionPage)
 	mux.HandleFunc("GET /approvals", s.approvalsPage)
+	mux.HandleFunc("GET /budgets", s.budgetsPage)
 	mux.HandleFunc("POST /approvals/{ns}/{name}", s.answer)
 	mux.HandleFunc("POST /sessions/{ns}/{name}/actions", s.act)
 	mux.HandleFunc("GET /events/sessions", s.sessionEvents)
@@ -311,4 +312,32 @@ func (s *Server) sessionKeyOf(w http.ResponseWriter, r *http.Request, page strin
 		return key, false
 	}
 	return key, true
+}
+
+// budgetsPage lists the Budgets of the namespaces shown (of ?namespace= alone when
+// given), as the manager last wrote their status.
+func (s *Server) budgetsPage(w http.ResponseWriter, r *http.Request) {
+	namespaces := s.scopes
+	if ns := r.URL.Query().Get("namespace"); ns != "" {
+		if !s.inScope(ns) {
+			s.render(w, r, http.StatusNotFound, "budgets", layout{Title: "Not shown", Error: "namespace " + ns + " is not shown by this console"})
+			return
+		}
+		namespaces = []string{ns}
+	}
+	var cards []budgetCard
+	for _, ns := range namespaces {
+		var list flowv1alpha1.BudgetList
+		if err := s.client.List(r.Context(), &list, client.InNamespace(ns)); err != nil {
+			s.apiError(w, r, "budgets", err)
+			return
+		}
+		for i := range list.Items {
+			cards = append(cards, budgetOf(&list.Items[i]))
+		}
+	}
+	slices.SortFunc(cards, func(a, b budgetCard) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	s.render(w, r, http.StatusOK, "budgets", layout{Title: "Budgets", Page: cards})
 }

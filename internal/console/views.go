@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -306,4 +307,164 @@ func readyOf(conds []metav1.Condition) (state, detail string) {
 		return "Unknown", "not reported yet"
 	}
 	return string(c.Status), strings.TrimSpace(c.Reason + ": " + c.Message)
+}
+
+// budgetCard is one Budget on the Budgets page, as the manager last wrote its status.
+type budgetCard struct {
+	Namespace, Name string
+	// Window says the window ("Day in Europe/Berlin"); Span when the current one
+	// started and ends, empty before the manager counted the Budget.
+	Window, Span string
+	// Selects says which Sessions count in it.
+	Selects string
+	// OnExhausted says what a Session does when a call does not fit.
+	OnExhausted string
+	Limits      []budgetLimit
+	// Conditions are Ready, SoftLimitReached and Exhausted, in that order, then any
+	// other; Alerts are those of them a person should look at (not Ready, past the
+	// soft limit, exhausted).
+	Conditions []budgetCondition
+	Alerts     []string
+	// Sessions spent in the window, Holding hold a reservation, Waiting wait for
+	// room.
+	Sessions, Holding, Waiting int32
+	// Counted is false until the manager wrote the status; Stale when it describes an
+	// older spec than the current one.
+	Counted, Stale bool
+}
+
+// budgetLimit is one limit of a Budget: what was spent, what calls in flight
+// reserve, what is left, the limit, and the share of it spent.
+type budgetLimit struct {
+	Name, Spent, Reserved, Remaining, Limit string
+	// Percent is spent over the limit, for the meter (display only).
+	Percent int
+}
+
+type budgetCondition struct {
+	Type, Status, Reason, Message string
+}
+
+// budgetConditionOrder is the order the Budget conditions are shown in.
+var budgetConditionOrder = []string{
+	flowv1alpha1.ConditionReady, flowv1alpha1.ConditionSoftLimitReached, flowv1alpha1.ConditionExhausted,
+}
+
+func budgetOf(b *flowv1alpha1.Budget) budgetCard {
+	spec, st := &b.Spec, &b.Status
+	c := budgetCard{
+		Namespace: b.Namespace, Name: b.Name, Window: cmp.Or(spec.Window, "Day"),
+		Sessions: st.Sessions, Holding: st.Holding, Waiting: st.Waiting,
+		Counted: st.WindowStart != nil,
+		Stale:   st.ObservedGeneration != 0 && st.ObservedGeneration < b.Generation,
+	}
+	if c.Window == "Day" || c.Window == "Month" {
+		c.Window += " in " + cmp.Or(spec.TimeZone, "UTC")
+	}
+	if st.WindowStart != nil {
+		c.Span = "since " + st.WindowStart.UTC().Format("2006-01-02 15:04 MST")
+		if st.WindowEnd != nil {
+			c.Span += ", until " + st.WindowEnd.UTC().Format("2006-01-02 15:04 MST")
+		}
+	}
+	c.Selects = selects(spec.Selector)
+	c.OnExhausted = "Stall: a call that does not fit waits for room"
+	if spec.OnExhausted == flowv1alpha1.ExhaustedDegrade && spec.DegradeTo != nil {
+		c.OnExhausted = "Degrade: pathways with degrade: Allow switch to agent " + string(spec.DegradeTo.Agent) + "; other calls wait"
+	}
+	l := spec.Limits
+	if l.CostUSD != "" {
+		c.Limits = append(c.Limits, budgetLimit{Name: "Cost (USD)", Limit: string(l.CostUSD),
+			Spent: st.Spent.CostUSD, Reserved: st.Reserved.CostUSD, Remaining: st.Remaining.CostUSD,
+			Percent: percent(decimal(st.Spent.CostUSD), decimal(string(l.CostUSD)))})
+	}
+	for _, n := range []struct {
+		name                       string
+		limit                      int64
+		spent, reserved, remaining *int64
+	}{
+		{"Tokens", l.Tokens, st.Spent.Tokens, st.Reserved.Tokens, st.Remaining.Tokens},
+		{"Model calls", l.ModelCalls, st.Spent.ModelCalls, st.Reserved.ModelCalls, st.Remaining.ModelCalls},
+		{"Tool calls", l.ToolCalls, st.Spent.ToolCalls, st.Reserved.ToolCalls, st.Remaining.ToolCalls},
+	} {
+		if n.limit > 0 {
+			c.Limits = append(c.Limits, budgetLimit{Name: n.name, Limit: fmt.Sprint(n.limit),
+				Spent: amount(n.spent), Reserved: amount(n.reserved), Remaining: amount(n.remaining),
+				Percent: percent(float64(deref(n.spent)), float64(n.limit))})
+		}
+	}
+	conds := slices.Clone(st.Conditions)
+	slices.SortStableFunc(conds, func(a, b metav1.Condition) int {
+		return cmp.Compare(conditionRank(a.Type), conditionRank(b.Type))
+	})
+	for _, cond := range conds {
+		c.Conditions = append(c.Conditions, budgetCondition{cond.Type, string(cond.Status), cond.Reason, cond.Message})
+		bad := cond.Status == metav1.ConditionTrue
+		if cond.Type == flowv1alpha1.ConditionReady {
+			bad = cond.Status != metav1.ConditionTrue
+		}
+		if bad {
+			c.Alerts = append(c.Alerts, cond.Type+": "+cmp.Or(cond.Message, cond.Reason))
+		}
+	}
+	return c
+}
+
+func conditionRank(t string) int {
+	if i := slices.Index(budgetConditionOrder, t); i >= 0 {
+		return i
+	}
+	return len(budgetConditionOrder)
+}
+
+// selects says which Sessions of its namespace a Budget's selector picks.
+func selects(sel flowv1alpha1.BudgetSelector) string {
+	var parts []string
+	if len(sel.Journeys) > 0 {
+		parts = append(parts, "of journeys "+strings.Join(sel.Journeys, ", "))
+	}
+	if len(sel.MatchLabels) > 0 {
+		var labels []string
+		for k, v := range sel.MatchLabels {
+			labels = append(labels, k+"="+v)
+		}
+		slices.Sort(labels)
+		parts = append(parts, "labelled "+strings.Join(labels, ", "))
+	}
+	if len(parts) == 0 {
+		return "every Session of the namespace"
+	}
+	return "Sessions " + strings.Join(parts, " and ")
+}
+
+// amount shows an amount of a Budget's status; "" when the manager has not written it.
+func amount(v *int64) string {
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprint(*v)
+}
+
+func deref(v *int64) int64 {
+	if v == nil {
+		return 0
+	}
+	return *v
+}
+
+// decimal reads a decimal string of a Budget for the meter; 0 when it is not one.
+func decimal(s string) float64 {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0
+	}
+	return f
+}
+
+// percent is part of whole in whole percent, within 0 and 100.
+func percent(part, whole float64) int {
+	if whole <= 0 {
+		return 0
+	}
+	return min(100, max(0, int(part*100/whole)))
 }
