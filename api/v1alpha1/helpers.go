@@ -323,21 +323,51 @@ func (e *ToolElicitation) schema() formSchema {
 	return f
 }
 
+// FormField is one field a form asks for.
+// +kubebuilder:object:generate=false
+type FormField struct {
+	// Name is the field's name, Type its JSON type ("" when the schema gives none).
+	Name, Type string
+	// Required says the form requires it.
+	Required bool
+	// Enum is the values it may take, as a person types them (a string as it is,
+	// anything else as JSON); empty for any.
+	Enum []string
+}
+
+// FormFields are the fields a form asks for, by name.
+func (e *ToolElicitation) FormFields() []FormField {
+	f := e.schema()
+	out := make([]FormField, 0, len(f.Properties))
+	for _, name := range slices.Sorted(maps.Keys(f.Properties)) {
+		p := f.Properties[name]
+		ff := FormField{Name: name, Type: p.Type, Required: slices.Contains(f.Required, name)}
+		for _, x := range p.Enum {
+			if str, ok := x.(string); ok {
+				ff.Enum = append(ff.Enum, str)
+			} else {
+				ff.Enum = append(ff.Enum, jsonText(x))
+			}
+		}
+		out = append(out, ff)
+	}
+	return out
+}
+
 // Fields names the fields a form asks for, in order, required ones marked with "*".
 func (e *ToolElicitation) Fields() []string {
-	f := e.schema()
-	out := make([]string, 0, len(f.Properties))
-	for name, p := range f.Properties {
-		s := name
-		if p.Type != "" {
-			s += " (" + p.Type + ")"
+	fields := e.FormFields()
+	out := make([]string, 0, len(fields))
+	for _, f := range fields {
+		s := f.Name
+		if f.Type != "" {
+			s += " (" + f.Type + ")"
 		}
-		if slices.Contains(f.Required, name) {
+		if f.Required {
 			s += "*"
 		}
 		out = append(out, s)
 	}
-	slices.Sort(out)
 	return out
 }
 

@@ -58,15 +58,24 @@ type Answer struct {
 	Reason string
 }
 
-// Action is what a person does to a blocked Session from its page: Resume, Retry or
-// Cancel.
+// Action is what a person does to a Session from its page: Resume, Retry or Cancel a
+// blocked one, or Answer a tool call that waits for them.
 type Action struct {
-	// Kind is Resume, Retry or Cancel.
+	// Kind is Resume, Retry, Cancel or Answer.
 	Kind string
 	// Reason says why; it is recorded with the change.
 	Reason string
 	// Feedback, for Retry, is what the pathway's agents are told.
 	Feedback string
+	// Call, for Answer, is the tool call answered, and Outcome the answer: Accept,
+	// Decline or Cancel to what its server asked, Done, NotDone or Fail to a call
+	// whose outcome is unknown.
+	Call, Outcome string
+	// Fields, for Accept, are the form's fields the person filled in, as FIELD=VALUE
+	// (as kubectl journey answer takes them); empty ones are left out.
+	Fields []string
+	// Result, for Done, is the call's result as a JSON object ("" for none).
+	Result string
 }
 
 // The kinds of Action.
@@ -74,6 +83,7 @@ const (
 	ActionResume = "Resume"
 	ActionRetry  = "Retry"
 	ActionCancel = "Cancel"
+	ActionAnswer = "Answer"
 )
 
 // Options configure a console.
@@ -92,8 +102,9 @@ type Options struct {
 	DOT func(journey flowv1alpha1.JourneySpec, pathways map[string]flowv1alpha1.PathwaySpec, current string) string
 	// Approve appends an answer to a Session's spec.approvals, acting with c.
 	Approve func(ctx context.Context, c client.Client, key types.NamespacedName, a Answer) error
-	// Act resumes, retries or cancels a Session, acting with c, and says what it did
-	// ("intervention i-3 (Resume) sent"). Nil: the Session page offers no actions.
+	// Act resumes, retries, cancels or answers a tool call of a Session, acting with
+	// c, and says what it did ("intervention i-3 (Resume) sent"). Nil: the Session
+	// page offers no actions.
 	Act func(ctx context.Context, c client.Client, key types.NamespacedName, a Action) (string, error)
 	// Now is the clock shown in pages. Defaults to time.Now.
 	Now func() time.Time

@@ -3,8 +3,10 @@ package console
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,6 +41,36 @@ type sessionView struct {
 	// Actions are what the page offers then.
 	Blocked *metav1.Condition
 	Actions []string
+	// Asks are the tool calls that wait for the user's answer, when the page may
+	// answer them.
+	Asks []askView
+}
+
+// askView is a tool call that waits for an answer: a question its server asked (a
+// form's Fields, or a URL to visit) or an outcome no one knows (Unknown).
+type askView struct {
+	Call, Tool, Message, URL string
+	Unknown, Form            bool
+	Fields                   []flowv1alpha1.FormField
+	Outcomes                 []string
+}
+
+// asksOf are the tool calls of s that wait for an answer.
+func asksOf(s *flowv1alpha1.Session) []askView {
+	var out []askView
+	for c := range s.Status.AnswerableToolCalls() {
+		a := askView{Call: c.ID, Tool: c.Tool}
+		if e := c.WaitingElicitation(); e != nil {
+			a.Message, a.URL, a.Form = e.Message, e.URL, e.Mode == flowv1alpha1.ElicitationForm
+			a.Fields = e.FormFields()
+			a.Outcomes = []string{string(flowv1alpha1.AnswerAccept), string(flowv1alpha1.AnswerDecline), string(flowv1alpha1.AnswerCancel)}
+		} else {
+			a.Unknown = true
+			a.Outcomes = []string{string(flowv1alpha1.AnswerDone), string(flowv1alpha1.AnswerNotDone), string(flowv1alpha1.AnswerFail)}
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 type messageView struct {
@@ -79,6 +111,9 @@ func (s *Server) showSession(w http.ResponseWriter, r *http.Request, status int,
 	v.TurnFailed = turnFailed(ss)
 	if v.Blocked = blocked(ss); v.Blocked != nil && s.opts.Act != nil {
 		v.Actions = actionsFor(ss)
+	}
+	if s.opts.Act != nil {
+		v.Asks = asksOf(ss)
 	}
 	for i, m := range ss.Spec.Messages {
 		v.Messages = append(v.Messages, messageView{m.ID, m.Text, ss.Spec.MessagesDropped+int32(i) < ss.Status.ProcessedMessages})
@@ -159,16 +194,25 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := Action{Kind: r.PostFormValue("action"), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
-	if a.Kind == ActionRetry {
+	switch a.Kind {
+	case ActionRetry:
 		a.Feedback = strings.TrimSpace(r.PostFormValue("feedback"))
+	case ActionAnswer:
+		a.Call, a.Outcome, a.Result = r.PostFormValue("call"), r.PostFormValue("outcome"), strings.TrimSpace(r.PostFormValue("result"))
+		// Form fields come as field.NAME; a field left empty is not given.
+		for _, name := range slices.Sorted(maps.Keys(r.PostForm)) {
+			if f, ok := strings.CutPrefix(name, "field."); ok && f != "" && strings.TrimSpace(r.PostForm.Get(name)) != "" {
+				a.Fields = append(a.Fields, f+"="+strings.TrimSpace(r.PostForm.Get(name)))
+			}
+		}
 	}
 	var err error
 	var done string
 	switch {
 	case s.opts.Act == nil:
 		err = errors.New("this console offers no actions on Sessions")
-	case a.Kind != ActionResume && a.Kind != ActionRetry && a.Kind != ActionCancel:
-		err = fmt.Errorf("unknown action %q: use Resume, Retry or Cancel", a.Kind)
+	case a.Kind != ActionResume && a.Kind != ActionRetry && a.Kind != ActionCancel && a.Kind != ActionAnswer:
+		err = fmt.Errorf("unknown action %q: use Resume, Retry, Cancel or Answer", a.Kind)
 	default:
 		done, err = s.opts.Act(r.Context(), s.client, key, a)
 	}

@@ -2,13 +2,17 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -118,6 +122,23 @@ func consoleAction(ctx context.Context, c client.Client, key types.NamespacedNam
 			return "", err
 		}
 		return fmt.Sprintf("intervention %s (%s) sent", sent.Intervention.ID, a.Kind), nil
+	case console.ActionAnswer:
+		r := InterventionRequest{Action: flowv1alpha1.InterventionAnswer, Reason: a.Reason, DryRun: dryRunNone,
+			Call: a.Call, Outcome: flowv1alpha1.AnswerOutcome(a.Outcome), Fields: a.Fields}
+		switch {
+		case a.Result == "":
+		case a.Outcome != string(flowv1alpha1.AnswerDone):
+			return "", errors.New("a result goes with Done: it is what the call gave")
+		case json.Valid([]byte(a.Result)) && strings.HasPrefix(a.Result, "{"):
+			r.Content = &apiextensionsv1.JSON{Raw: []byte(a.Result)}
+		default:
+			r.Result = a.Result
+		}
+		sent, err := Intervene(ctx, c, key, r)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("intervention %s (Answer %s to %s) sent", sent.Intervention.ID, a.Outcome, a.Call), nil
 	}
 	return "", fmt.Errorf("unknown action %q", a.Kind)
 }
