@@ -717,6 +717,8 @@ type JourneyStatus struct {
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.readyRevision`
 // +kubebuilder:printcolumn:name="Latest",type=string,JSONPath=`.status.latestRevision`
+// +kubebuilder:printcolumn:name="Stable",type=string,JSONPath=`.status.stableRevision`
+// +kubebuilder:printcolumn:name="Canary",type=string,JSONPath=`.status.canaryRevision`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // Journey declares pathways, agents and transitions. Sessions run on it.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"slices"
 	"testing"
 )
 
@@ -43,9 +44,11 @@ spec:
 	kubectl(t, "-n", ns, "wait", "--for=condition=Stalled", "--timeout=30s", "session/called-off")
 	mustMatch(t, kubectl(t, "-n", ns, "get", "session", "called-off", "-o", "jsonpath={.status.phase} {.status.conditions[?(@.type==\"Completed\")].status}"), `^Cancelled False$`)
 
-	// Printer columns: where it is and whether it is OK, by default.
+	// Printer columns: where it is and whether it is OK, by default. STABLE is empty
+	// without spec.rollout.
 	mustMatch(t, kubectl(t, "-n", ns, "get", "journeys", "one-step"),
-		`(?m)^NAME\s+ENTRY\s+PATHWAYS\s+READY\s+REASON\s+REVISION\s+LATEST\s+AGE$`, `(?m)^one-step\s+only\s+1\s+True\s+Valid\s+one-step-\S+\s`)
+		`(?m)^NAME\s+ENTRY\s+PATHWAYS\s+READY\s+REASON\s+REVISION\s+LATEST\s+STABLE\s+AGE$`, `(?m)^one-step\s+only\s+1\s+True\s+Valid\s+(one-step-\S+)\s+(one-step-\S+)\s+\S+$`)
+	journeyColumnsDuringARollout(t, ns)
 	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
 kind: Session
 metadata: {name: held}
@@ -85,4 +88,53 @@ spec:
 		t.Fatalf("say --wait to a Session without its Journey succeeded:\n%s", out)
 	}
 	mustMatch(t, out, `cannot start \(JourneyNotFound\)`, `Journey "helthcare-referral" not found in namespace "e2e-misspelt"`)
+}
+
+// While a canary runs, kubectl get journeys shows both revisions that new Sessions
+// start on: REVISION (the newest valid one, the canary) and STABLE; -o wide adds
+// CANARY. Once the canary is promoted, STABLE is that revision and CANARY is empty.
+func journeyColumnsDuringARollout(t *testing.T, ns string) {
+	t.Helper()
+	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
+kind: Pathway
+metadata: {name: hello}
+spec:
+  runOn: Entry
+  builtin: {reply: Hello}
+---
+apiVersion: flow.journey.dev/v1alpha1
+kind: Journey
+metadata: {name: hello}
+spec:
+  entryPathway: hello
+  pathways: [{name: hello, pathwayRef: hello}]
+  rollout:
+    canary:
+      steps: [{weight: 20}]
+`)
+	kubectl(t, "-n", ns, "wait", "--for=jsonpath={.status.stableRevision}", "--timeout=30s", "journey/hello")
+	stable := kubectl(t, "-n", ns, "get", "journey", "hello", "-o", "jsonpath={.status.stableRevision}")
+	kubectl(t, "-n", ns, "patch", "pathway", "hello", "--type=merge", "-p", `{"spec": {"builtin": {"reply": "Hello there"}}}`)
+	kubectl(t, "-n", ns, "wait", "--for=jsonpath={.status.rollout.phase}=Paused", "--timeout=30s", "journey/hello")
+	canary := kubectl(t, "-n", ns, "get", "journey", "hello", "-o", "jsonpath={.status.canaryRevision}")
+	if canary == "" || canary == stable {
+		t.Fatalf("canary %q, stable %q: want a canary beside the stable revision", canary, stable)
+	}
+	out := kubectl(t, "-n", ns, "get", "journeys", "hello")
+	mustMatch(t, out, `(?m)^NAME\s+ENTRY\s+PATHWAYS\s+READY\s+REASON\s+REVISION\s+LATEST\s+STABLE\s+AGE$`)
+	if got, want := columns(t, out, "hello")[5:8], []string{canary, canary, stable}; !slices.Equal(got, want) {
+		t.Errorf("REVISION, LATEST, STABLE = %v, want %v:\n%s", got, want, out)
+	}
+	out = kubectl(t, "-n", ns, "get", "journeys", "hello", "-o", "wide")
+	mustMatch(t, out, `(?m)^NAME\s+ENTRY\s+PATHWAYS\s+READY\s+REASON\s+REVISION\s+LATEST\s+STABLE\s+CANARY\s+AGE$`)
+	if got, want := columns(t, out, "hello")[5:9], []string{canary, canary, stable, canary}; !slices.Equal(got, want) {
+		t.Errorf("-o wide: REVISION, LATEST, STABLE, CANARY = %v, want %v:\n%s", got, want, out)
+	}
+
+	journey(t, ns, "rollout", "promote", "hello")
+	kubectl(t, "-n", ns, "wait", "--for=jsonpath={.status.rollout.phase}=Promoted", "--timeout=30s", "journey/hello")
+	out = kubectl(t, "-n", ns, "get", "journeys", "hello", "-o", "wide")
+	if got, want := columns(t, out, "hello")[5:], []string{canary, canary, canary}; len(got) != 4 || !slices.Equal(got[:3], want) {
+		t.Errorf("after the promotion: -o wide REVISION, LATEST, STABLE, CANARY, AGE = %v, want %v and an empty CANARY:\n%s", got, want, out)
+	}
 }
