@@ -132,8 +132,7 @@ func TestUpgradeCommandOnCluster(t *testing.T) {
 		t.Fatalf("session s1 on %s, want %s", s.Status.JourneyRevision, compatible)
 	}
 
-	// A second Session on the same revision (kubectl journey drops s1's processed
-	// Upgrade from its spec when it appends the next one, and a replay needs it).
+	// A second Session, on the revision s1 moved to.
 	startThenSay(t, c, ns, "s2", "chat", "First.")
 	s = waitLive(t, c.env, ns, "s2", "to answer", func(s *flowv1alpha1.Session) bool {
 		return s.Status.ProcessedMessages == 1 && s.Status.Turn == nil && s.Status.Phase == flowv1alpha1.PhaseWaitingForInput
@@ -169,6 +168,83 @@ func TestUpgradeCommandOnCluster(t *testing.T) {
 	if s.Status.JourneyRevision != french || h.Intervention != flowv1alpha1.InterventionUpgrade || h.By != "alice" ||
 		!strings.Contains(h.Reason, "(forced; step ") || !strings.Contains(h.Reason, "French it is") {
 		t.Errorf("after --force: revision %s, last history entry %+v; want %s, an Upgrade by alice saying it was forced", s.Status.JourneyRevision, h, french)
+	}
+}
+
+// A Session created with its first message in spec.messages (as kubectl create -f
+// does with a manifest that has messages) takes that message in its first step, with
+// the step that starts it. It is upgraded by kubectl journey upgrade with no request
+// to the chat server, upgraded again to a later revision once kubectl journey has
+// dropped the first, processed Upgrade from spec.interventions (a Session is upgraded
+// more than once), and forked after its first turn with no request for that turn.
+func TestUpgradeTwiceAndForkASessionCreatedWithItsMessage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
+	c := newRevisionsCluster(t)
+	ns := c.env.Namespace(t)
+	chat := testenv.NewChatServer(t, func(testenv.ChatRequest) testenv.Reply {
+		return testenv.Answer(`{"reply": "Noted.", "outcome": "success", "complete": false}`)
+	})
+	p := &flowv1alpha1.Pathway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "talk"},
+		Spec: flowv1alpha1.PathwaySpec{Agents: []flowv1alpha1.Name{"gpt"}, Signature: flowv1alpha1.Signature{Instructions: "Answer the user."}}}
+	j := &flowv1alpha1.Journey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chat"}, Spec: flowv1alpha1.JourneySpec{
+		EntryPathway: "talk", Pathways: []flowv1alpha1.PathwayEntry{{Name: "talk", PathwayRef: "talk"}},
+		Agents: []flowv1alpha1.AgentSpec{{Name: "gpt", Provider: flowv1alpha1.ProviderOpenAI, Model: "test-model", BaseURL: chat.BaseURL(), MaxRetries: ptr.To[int32](0)}},
+	}}
+	first := c.nextReady(t, ns, "chat", func() { c.env.Create(t, p, j) })
+	c.env.Create(t, &flowv1alpha1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s1"},
+		Spec: flowv1alpha1.SessionSpec{JourneyRef: flowv1alpha1.JourneyReference{Name: "chat"}, Messages: []flowv1alpha1.Message{{ID: "m1", Text: "First."}}}})
+	between := func(n int32) func(*flowv1alpha1.Session) bool {
+		return func(s *flowv1alpha1.Session) bool {
+			return s.Status.ProcessedMessages == n && s.Status.Turn == nil && s.Status.Phase == flowv1alpha1.PhaseWaitingForInput
+		}
+	}
+	s := waitLive(t, c.env, ns, "s1", "to answer its first message", between(1))
+	if len(s.Status.Journal) != 1 || s.Status.Journal[0].Step != 1 {
+		t.Fatalf("the first message was not taken in the first step: journal %+v", s.Status.Journal)
+	}
+	firstTurn := s.Status.Step
+	if out, err := c.run(ns, "say", "s1", "Second."); err != nil {
+		t.Fatalf("say: %v\n%s", err, out)
+	}
+	s = waitLive(t, c.env, ns, "s1", "to answer both messages", between(2))
+	if s.Status.JourneyRevision != first || len(s.Status.Journal) != 2 {
+		t.Fatalf("revision %s, journal %+v", s.Status.JourneyRevision, s.Status.Journal)
+	}
+
+	before := chat.Calls()
+	for i, reply := range []string{"Sorry, try again.", "Sorry, say it again."} {
+		to := c.nextReady(t, ns, "chat", func() {
+			update(t, c, ns, "chat", &flowv1alpha1.Journey{}, func(j *flowv1alpha1.Journey) { j.Spec.FallbackReply = reply })
+		})
+		out, err := c.run(ns, "upgrade", "s1", "--to-revision", to, "--wait", "--timeout", "30s")
+		if err != nil {
+			t.Fatalf("upgrade %d to %s: %v\n%s", i+1, to, err, out)
+		}
+		s = testenv.Get(t, c.env, ns, "s1", &flowv1alpha1.Session{})
+		if s.Status.JourneyRevision != to {
+			t.Fatalf("upgrade %d: session s1 on %s, want %s", i+1, s.Status.JourneyRevision, to)
+		}
+		if i == 1 && s.Spec.InterventionsDropped != 1 {
+			t.Fatalf("kubectl journey upgrade did not drop the first, processed Upgrade: spec.interventionsDropped %d, interventions %+v",
+				s.Spec.InterventionsDropped, s.Spec.Interventions)
+		}
+	}
+	if got := chat.Calls() - before; got != 0 {
+		t.Errorf("the upgrades made %d requests to the chat server, want 0", got)
+	}
+
+	out, err := c.run(ns, "fork", "s1", "--at-step", fmt.Sprint(firstTurn), "--name", "f1")
+	if err != nil || !strings.Contains(out, "session/f1 created") {
+		t.Fatalf("fork: %v\n%s", err, out)
+	}
+	f := waitLive(t, c.env, ns, "f1", "to be rebuilt", between(1))
+	if f.Status.Step != firstTurn || f.Status.LastTurn == nil || f.Status.LastTurn.AssistantText != "Noted." || !jsonSame(f.Status.Journal, s.Status.Journal[:1]) {
+		t.Errorf("fork at step %d, last turn %+v, journal %+v; want step %d and the source's first answer", f.Status.Step, f.Status.LastTurn, f.Status.Journal, firstTurn)
+	}
+	if got := chat.Calls() - before; got != 0 {
+		t.Errorf("the fork made %d requests to the chat server, want 0", got)
 	}
 }
 

@@ -101,9 +101,10 @@ type replay struct {
 
 	spec   flowv1.SessionSpec // the inputs given so far
 	st     *flowv1.SessionStatus
-	taken  []bool           // journal records handed out
-	ivStep map[string]int64 // intervention id -> the step that applied it
-	eager  bool             // the Session took its first message in its first step
+	taken  []bool                // journal records handed out
+	ivStep map[string]int64      // intervention id -> the step that applied it
+	ivs    []flowv1.Intervention // the Session's interventions, from the first ever sent
+	eager  bool                  // the Session took its first message in its first step
 
 	diverged *engine.ReplayCheck
 	in       engine.Input // the input of the step being replayed
@@ -114,8 +115,6 @@ func newReplay(snap *engine.Snapshot, revision string, src Source, upTo int64) (
 	switch {
 	case src.Inputs == nil:
 		return nil, fmt.Errorf("session %s: its inputs were not read (SourceOf)", src.Name)
-	case spec.InterventionsDropped > 0:
-		return nil, fmt.Errorf("session %s dropped %d processed interventions from spec.interventions: they are needed to replay it", src.Name, spec.InterventionsDropped)
 	case live.JournalDropped > 0:
 		return nil, fmt.Errorf("session %s dropped its %d oldest journal answers (limits.maxJournal): a replay would have to call agents again", src.Name, live.JournalDropped)
 	}
@@ -130,23 +129,119 @@ func newReplay(snap *engine.Snapshot, revision string, src Source, upTo int64) (
 			r.ivStep[h.Transition] = h.Step
 		}
 	}
-	for i := int32(0); i < live.ProcessedInterventions && int(i) < len(spec.Interventions); i++ {
-		iv := spec.Interventions[i]
+	dropped, err := droppedInterventions(src.Name, revision, spec, live)
+	if err != nil {
+		return nil, err
+	}
+	r.ivs = slices.Concat(dropped, spec.Interventions)
+	for i := int32(0); i < live.ProcessedInterventions && int(i) < len(r.ivs); i++ {
+		iv := r.ivs[i]
 		if _, ok := r.ivStep[iv.ID]; !ok {
 			return nil, fmt.Errorf("intervention %s (%s) of session %s was refused, or applied at a step status.history no longer keeps: a replay cannot tell at which step to give it", iv.ID, iv.Action, src.Name)
 		}
 	}
+	r.eager = r.tookFirstMessage()
+	return r, nil
+}
+
+// tookFirstMessage reports whether the Session's first step took its first message
+// as well as starting it: the Session was created with the message in spec.messages
+// (as kubectl create does with a manifest that has messages), so that step started
+// its turn too. A Session created without messages takes its first message in a
+// later step.
+//
+// The Session's record says so when the first step ended the turn or moved (an
+// exchange or a history entry of step 1 with a message). Otherwise, when the first
+// step made a call, the journaled answer tells: its question is the one the first
+// step asks on the Session's revision (or the replay's) given the first message, or
+// the one it asks without it (a pathway that runs on entry). When neither asks it
+// (the revisions changed the question), a first step that only starts the Session
+// makes no call, so the call was the message's.
+func (r *replay) tookFirstMessage() bool {
+	live := r.live
+	if live.ProcessedMessages == 0 || len(r.src.Inputs.Messages) == 0 {
+		return false
+	}
 	for _, h := range live.History {
 		if h.Step == 1 && h.MessageID != "" {
-			r.eager = true
+			return true
 		}
 	}
 	for _, x := range live.Transcript {
 		if x.Step == 1 && x.MessageID != "" {
-			r.eager = true
+			return true
 		}
 	}
-	return r, nil
+	var rec *flowv1.EffectRecord
+	for i := range live.Journal {
+		if live.Journal[i].Step == 1 {
+			rec = &live.Journal[i]
+			break
+		}
+	}
+	if rec == nil {
+		return false
+	}
+	asks := func(snap *engine.Snapshot, message bool) *engine.Effect {
+		spec := r.spec
+		if message {
+			spec.Messages = r.src.Inputs.Messages[:1]
+		}
+		_, eff := engine.Step(snap, engine.Input{Spec: &spec, Status: &flowv1.SessionStatus{}, Now: r.timeAt(1),
+			SessionName: r.src.Name, SessionUID: r.src.UID, CreationTime: r.src.Created})
+		return eff
+	}
+	answers := func(eff *engine.Effect) bool {
+		return eff != nil && eff.Kind == rec.Kind && eff.InputHash == rec.InputHash
+	}
+	revisions := []*engine.Snapshot{r.snap}
+	if r.src.Revision != nil {
+		revisions = []*engine.Snapshot{r.src.Revision, r.snap}
+	}
+	for _, snap := range revisions {
+		switch {
+		case answers(asks(snap, true)):
+			return true
+		case answers(asks(snap, false)):
+			return false
+		}
+	}
+	return asks(revisions[0], false) == nil
+}
+
+// droppedInterventions rebuilds the processed interventions a client dropped from the
+// front of spec.interventions (spec.interventionsDropped counts them: kubectl journey
+// drops them when it appends the next one, and so does the controller's cache) from
+// status.history, in order. An Upgrade that applied is rebuilt whole from its history
+// entry: its id, who, and that it moved the Session, which is all a replay gives an
+// Upgrade (it moves; the replay runs every step on revision, which the rebuilt Upgrade
+// names). Any other intervention,
+// or one that was refused (it has no history entry), or whose entry history no longer
+// keeps, cannot be: the error says which.
+func droppedInterventions(session, revision string, spec *flowv1.SessionSpec, live *flowv1.SessionStatus) ([]flowv1.Intervention, error) {
+	if spec.InterventionsDropped == 0 {
+		return nil, nil
+	}
+	kept := map[string]bool{}
+	for _, iv := range spec.Interventions {
+		kept[iv.ID] = true
+	}
+	var out []flowv1.Intervention
+	for _, h := range live.History {
+		if h.Intervention == "" || h.Transition == "" || kept[h.Transition] || int32(len(out)) == spec.InterventionsDropped {
+			continue
+		}
+		if h.Intervention != flowv1.InterventionUpgrade {
+			return nil, fmt.Errorf("session %s dropped its processed intervention %s (%s) from spec.interventions (spec.interventionsDropped is %d): a replay needs what it asked for, and status.history holds it whole only for an Upgrade",
+				session, h.Transition, h.Intervention, spec.InterventionsDropped)
+		}
+		out = append(out, flowv1.Intervention{ID: h.Transition, Action: flowv1.InterventionUpgrade, By: h.By, Revision: revision})
+	}
+	if n := int32(len(out)); n < spec.InterventionsDropped {
+		return nil, fmt.Errorf("session %s dropped %d processed interventions from spec.interventions, and status.history holds %d of them: a refused intervention has no history entry, and history keeps only its newest limits.maxHistory entries, so a replay cannot tell what the others asked for or at which step",
+			session, spec.InterventionsDropped, n)
+	}
+	return out, nil
 }
 
 // run takes the replay's steps until step upTo, a divergence, or nothing more to do.
@@ -229,10 +324,10 @@ func (r *replay) reveal() bool {
 func (r *replay) revealInterventions(k int64) {
 	for {
 		n := len(r.spec.Interventions)
-		if n >= len(r.src.Spec.Interventions) || n >= int(r.live.ProcessedInterventions) {
+		if n >= len(r.ivs) || n >= int(r.live.ProcessedInterventions) {
 			return
 		}
-		iv := r.src.Spec.Interventions[n]
+		iv := r.ivs[n]
 		if r.ivStep[iv.ID] != k {
 			return
 		}
