@@ -37,7 +37,7 @@ func clinicStory(ctx context.Context, k kubectl, c *clinic.Listening) error {
 		return err
 	}
 	if err := k.create(`{"apiVersion":"flow.journey.dev/v1alpha1","kind":"Session",
-		"metadata":{"name":"clinic-ada","namespace":"default"},
+		"metadata":{"name":"clinic-ada","namespace":"default","labels":{"team":"clinic"}},
 		"spec":{"journeyRef":{"name":"clinic-booking"},"initialContext":{"specialty":"cardiology","patient":"Ada"}}}`); err != nil {
 		return err
 	}

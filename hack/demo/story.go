@@ -11,10 +11,14 @@ import (
 	"github.com/journeyops/journey-operator/internal/tools/clinic"
 )
 
-// tellStories applies the samples, then walks one healthcare conversation and one
-// review loop turn by turn with the plugin, showing what a person would see.
+// tellStories applies the samples and a Budget, then walks one healthcare
+// conversation, one review loop and one booking turn by turn with the plugin, rolls
+// out a change as a canary, and shows what the Budget counted: what a person would see.
 func tellStories(ctx context.Context, k kubectl, c *clinic.Listening) error {
 	if err := applySamples(k); err != nil {
+		return err
+	}
+	if err := applyBudget(k); err != nil {
 		return err
 	}
 	if err := healthcareStory(ctx, k); err != nil {
@@ -24,6 +28,12 @@ func tellStories(ctx context.Context, k kubectl, c *clinic.Listening) error {
 		return err
 	}
 	if err := clinicStory(ctx, k, c); err != nil {
+		return err
+	}
+	if err := rolloutStory(ctx, k); err != nil {
+		return err
+	}
+	if err := budgetSpend(k); err != nil {
 		return err
 	}
 	say("All sessions")
@@ -52,7 +62,7 @@ func applySamples(k kubectl) error {
 func healthcareStory(ctx context.Context, k kubectl) error {
 	say("Healthcare referral: a new patient, one message at a time")
 	if err := k.create(`{"apiVersion":"flow.journey.dev/v1alpha1","kind":"Session",
-		"metadata":{"name":"patient-12345","namespace":"default"},
+		"metadata":{"name":"patient-12345","namespace":"default","labels":{"team":"clinic"}},
 		"spec":{"journeyRef":{"name":"healthcare-referral"},
 		        "initialContext":{"insurance_id":"INS-123456","referral_source":"primary_care"}}}`); err != nil {
 		return err
