@@ -109,6 +109,10 @@ type RolloutStatus struct {
 	// the canary was promoted or aborted).
 	// +optional
 	Revision string `json:"revision,omitempty"`
+	// stableRevision is the stable revision the canary is compared with, the
+	// one counts.stable counts (it stays set once the canary was promoted).
+	// +optional
+	StableRevision string `json:"stableRevision,omitempty"`
 	// phase is Progressing, Paused, Promoted or Aborted.
 	// +optional
 	Phase RolloutPhase `json:"phase,omitempty"`

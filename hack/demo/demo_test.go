@@ -84,6 +84,11 @@ func checkStories(t *testing.T, out string) {
 		return strings.Join([]string{s, s, s, "0", "0", s, "-"}, " ")
 	}
 	has("stable " + stable + " " + counts(on[stable]))
+	// After the promotion the stable counts are still those of the revision the
+	// canary was compared with, not of the canary that is now stable.
+	if n := strings.Count(text, "\nstable "+stable+" "+counts(on[stable])); n != 2 {
+		t.Errorf("the stable revision's row is shown %d times, want twice (paused, then promoted)", n)
+	}
 	has("canary " + canary + " " + counts(on[canary]))
 	has("journey/clinic-welcome: promote of canary " + canary + " requested")
 	has("Stable: " + canary + "\nCanary: -\nPhase: Promoted (revision " + canary + ")")

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -138,7 +139,9 @@ func printRollout(o *Options, j *flowv1alpha1.Journey) {
 		row := func(which, rev string, c flowv1alpha1.RevisionCounts) {
 			fmt.Fprintf(tw, "%s %s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", which, dash(rev), c.Started, c.Finished, c.Completed, c.Failed, c.Escalated, c.Turns, dash(c.CostUSD))
 		}
-		row("stable", st.StableRevision, r.Counts.Stable)
+		// After a promotion the stable revision is the canary: the stable counts are
+		// of the revision the canary was compared with.
+		row("stable", cmp.Or(r.StableRevision, st.StableRevision), r.Counts.Stable)
 		row("canary", r.Revision, r.Counts.Canary)
 	}
 	if c := apimeta.FindStatusCondition(st.Conditions, flowv1alpha1.ConditionCanary); c != nil {

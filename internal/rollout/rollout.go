@@ -90,7 +90,7 @@ func start(st *flowv1.JourneyStatus, in Input, note string) Result {
 	first := in.Spec.Canary.Steps[0]
 	st.CanaryRevision = st.ReadyRevision
 	st.Rollout = &flowv1.RolloutStatus{
-		Revision: st.ReadyRevision, Phase: flowv1.RolloutProgressing, Step: 0, Weight: first.Weight,
+		Revision: st.ReadyRevision, StableRevision: st.StableRevision, Phase: flowv1.RolloutProgressing, Step: 0, Weight: first.Weight,
 		StartTime: &now, StepStartTime: &now,
 	}
 	msg := fmt.Sprintf("Canary %s started%s: %d%% of new Sessions start on it, the others on %s", st.CanaryRevision, note, first.Weight, st.StableRevision)
@@ -109,7 +109,7 @@ func progress(st *flowv1.JourneyStatus, in Input) Result {
 	r := st.Rollout
 	if r == nil || r.Revision != st.CanaryRevision {
 		now := metav1.NewTime(in.Now)
-		r = &flowv1.RolloutStatus{Revision: st.CanaryRevision, Phase: flowv1.RolloutProgressing, StartTime: &now, StepStartTime: &now}
+		r = &flowv1.RolloutStatus{Revision: st.CanaryRevision, StableRevision: st.StableRevision, Phase: flowv1.RolloutProgressing, StartTime: &now, StepStartTime: &now}
 		st.Rollout = r
 	}
 	r.Counts = in.Counts

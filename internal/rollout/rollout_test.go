@@ -59,6 +59,9 @@ func TestStepToPromotion(t *testing.T) {
 	if st.StableRevision != "r2" || st.CanaryRevision != "" || st.Rollout.Phase != flowv1.RolloutPromoted || len(res.Events) != 1 || res.Events[0].Reason != flowv1.ReasonPromoted {
 		t.Fatalf("promotion: %+v %+v", st, res)
 	}
+	if st.Rollout.StableRevision != "r1" || st.Rollout.Counts != good {
+		t.Errorf("after the promotion the counts are of %q (%+v); want those of r1, the revision r2 was compared with", st.Rollout.StableRevision, st.Rollout.Counts)
+	}
 }
 
 // The failure condition aborts once minSessions finished; an aborted canary stays
