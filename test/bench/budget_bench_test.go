@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/utils/ptr"
@@ -29,6 +30,7 @@ var budgetSessions = flag.Int("budget-sessions", 1000, "Sessions sharing one Bud
 //
 //	go test ./test/bench -run '^$' -bench BudgetWrites -benchtime 3x -budget-sessions 1000
 func BenchmarkBudgetWritesPerModelCall(b *testing.B) {
+	ctrl.SetLogger(logr.Discard())
 	env, err := testenv.Start()
 	if err != nil {
 		b.Fatalf("control plane: %v", err)
