@@ -267,14 +267,13 @@ func (r *replay) run() {
 		if eff == nil && next.Step == r.st.Step {
 			if !r.reveal() {
 				r.diverge(k, "status.step", fmt.Sprintf("the Session took step %d; on this revision there is nothing more to do", k))
-				return
 			}
 			continue
 		}
 		if eff != nil {
 			rec := r.answer(next.Step, eff)
 			if rec == nil {
-				return
+				continue // diverged
 			}
 			engine.Journal(next, rec, r.snap.Journey().Limits.MaxJournal, in.Now)
 		}
@@ -284,9 +283,9 @@ func (r *replay) run() {
 		}
 		r.st = next
 	}
-	if r.diverged == nil {
-		r.compareJournal(r.st.Step + 1)
-	}
+	// A call the Session made before where the replay stopped, and the replay did
+	// not, is an earlier divergence than one the replay found without a call.
+	r.compareJournal(r.st.Step + 1)
 	if r.diverged == nil && r.upTo == r.live.Step {
 		r.compareStatus()
 	}
@@ -439,6 +438,17 @@ func (r *replay) compareStep(next *flowv1.SessionStatus) {
 			if f, a, b, ok := firstDifference(entryFields(want[i]), entryFields(got[i])); ok {
 				r.diverge(k, field+"."+f, fmt.Sprintf("the Session has %s, this revision gives %s", a, b))
 				return
+			}
+		}
+		// An Upgrade's entry names the revisions the Session moved between, which the
+		// replay does not know: the rebuilt status keeps the Session's words.
+		i := 0
+		for j := range next.History {
+			if e := &next.History[j]; e.Step == k {
+				if e.Intervention == flowv1.InterventionUpgrade {
+					e.Reason = want[i].Reason
+				}
+				i++
 			}
 		}
 	}
