@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -153,9 +154,23 @@ func reconcileStatus[T client.Object, S any](ctx context.Context, c client.Clien
 	return computeResult(out)
 }
 
-// failedTest reports whether err is the API server refusing a JSON patch because one
-// of its test operations failed.
+// failedTest reports whether err is the API server refusing a JSON patch it could not
+// apply: one of its test operations failed, or a path it changes is no longer there,
+// both because the stored status is no longer the one the patch was made from. The API
+// server answers either with a 422 that carries no field causes (since 1.37 it drops
+// the message, which said "testing value ... failed"); a status refused by validation
+// is a 422 naming its fields.
 func failedTest(patch client.Patch, err error) bool {
-	return patch.Type() == types.JSONPatchType && (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) &&
-		strings.Contains(err.Error(), "testing value")
+	if patch.Type() != types.JSONPatchType {
+		return false
+	}
+	if strings.Contains(err.Error(), "testing value") {
+		return true
+	}
+	var st apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &st) {
+		return false
+	}
+	details := st.Status().Details
+	return details == nil || len(details.Causes) == 0
 }

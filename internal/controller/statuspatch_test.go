@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
+)
+
+// patchStatusFixture is a Session status after turns turns of a chat: a transcript,
+// a context, a turn outcome, history and conditions.
+func patchStatusFixture(turns int) flowv1.SessionStatus {
+	at := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	st := flowv1.SessionStatus{
+		Phase: flowv1.PhaseWaitingForInput, CurrentPathway: "chat", Step: int64(2 * turns), Writes: int64(turns + 1),
+		Turns: int32(turns), ProcessedMessages: int32(turns), JourneyRevision: "chat-abc123",
+		Retries:  map[string]int32{"chat": 1},
+		Context:  &apiextensionsv1.JSON{Raw: []byte(fmt.Sprintf(`{"last":"message %d","n":%d}`, turns, turns))},
+		LastTurn: &flowv1.TurnOutcome{Trigger: flowv1.TurnMessage, MessageID: fmt.Sprintf("m-%d", turns), Pathway: "chat"},
+		Conditions: []metav1.Condition{{Type: flowv1.ConditionReady, Status: metav1.ConditionFalse, Reason: "WaitingForInput",
+			Message: "waiting", LastTransitionTime: at}},
+	}
+	for i := range turns {
+		st.Transcript = append(st.Transcript, flowv1.Exchange{MessageID: fmt.Sprintf("m-%d", i), Pathway: "chat",
+			User: fmt.Sprintf("Message %d: I would like to see a cardiologist next week.", i), Assistant: "Noted, thank you.", Step: int64(2*i + 1)})
+	}
+	return st
+}
+
+// statusPatchCases are pairs of statuses a step may write one after the other.
+func statusPatchCases() map[string][2]flowv1.SessionStatus {
+	cases := map[string][2]flowv1.SessionStatus{}
+	a, b := patchStatusFixture(5), patchStatusFixture(6)
+	cases["a turn"] = [2]flowv1.SessionStatus{a, b}
+	c := patchStatusFixture(5)
+	c.Phase, c.Turn = flowv1.PhaseRunning, &flowv1.TurnProgress{Trigger: flowv1.TurnMessage, Stage: flowv1.StageRun, Pathway: "chat", MessageID: "m-5"}
+	c.Step++
+	cases["a turn starts"] = [2]flowv1.SessionStatus{a, c}
+	d := *c.DeepCopy()
+	d.Turn.Stage, d.Step = flowv1.StageDecide, d.Step+1
+	cases["a nested member changes"] = [2]flowv1.SessionStatus{c, d}
+	e := *d.DeepCopy()
+	e.Turn, e.Retries, e.LastTurn, e.Step = nil, nil, nil, e.Step+1
+	cases["members removed"] = [2]flowv1.SessionStatus{d, e}
+	f := *a.DeepCopy()
+	f.Retries = map[string]int32{"chat": 2, "other/pathway~1": 1}
+	f.Context = &apiextensionsv1.JSON{Raw: []byte(`{"last":"message 5","n":5,"nested":{"a":[1,2]}}`)}
+	cases["map keys and a pointer-escaped key"] = [2]flowv1.SessionStatus{a, f}
+	cases["unchanged but the count of writes"] = [2]flowv1.SessionStatus{a, *a.DeepCopy()}
+	return cases
+}
+
+// TestSessionStatusPatchWritesTheNewStatus: the patch from a status to the next, as
+// the API server applies it, stores exactly the next status, and fails when the
+// stored status is no longer the one the step read.
+func TestSessionStatusPatchWritesTheNewStatus(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	ctx := context.Background()
+	for name, tc := range statusPatchCases() {
+		t.Run(name, func(t *testing.T) {
+			s := &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "patch-"},
+				Spec: flowv1.SessionSpec{JourneyRef: flowv1.JourneyReference{Name: "none"}}}
+			if err := k8sClient.Create(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			base := s.DeepCopy()
+			s.Status = tc[0]
+			if err := k8sClient.Status().Patch(ctx, s, client.MergeFrom(base)); err != nil {
+				t.Fatal(err)
+			}
+			before := s.DeepCopy()
+			s.Status = *tc[1].DeepCopy()
+			s.Status.Writes = before.Status.Writes + 1
+			want := s.Status.DeepCopy()
+			patch, err := sessionStatusPatch(before, s)
+			if err != nil || patch == nil {
+				t.Fatalf("patch: %v, %v", patch, err)
+			}
+			if err := k8sClient.Status().Patch(ctx, s, patch); err != nil {
+				t.Fatal(err)
+			}
+			var got flowv1.Session
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(s), &got); err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(&got.Status, want) {
+				t.Fatalf("stored status differs from the one written:\n got %+v\nwant %+v", got.Status, *want)
+			}
+			// The same patch again: the stored status is not the one it was made from.
+			if out, ok := patchStatus(ctx, k8sClient, s, patch); ok || out.kind != conflict {
+				t.Fatalf("patch on a status that moved on: %+v, %v; want a conflict", out, ok)
+			}
+			// A status the API server refuses is an error, not a conflict.
+			before = got.DeepCopy()
+			got.Status.Phase = "Bogus"
+			if patch, err = sessionStatusPatch(before, &got); err != nil {
+				t.Fatal(err)
+			}
+			if out, ok := patchStatus(ctx, k8sClient, &got, patch); ok || out.kind != transient {
+				t.Fatalf("an invalid status: %+v, %v; want an error", out, ok)
+			}
+		})
+	}
+}
