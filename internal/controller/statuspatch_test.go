@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -108,5 +110,62 @@ func TestSessionStatusPatchWritesTheNewStatus(t *testing.T) {
 				t.Fatalf("an invalid status: %+v, %v; want an error", out, ok)
 			}
 		})
+	}
+}
+
+// BenchmarkSessionStatusPatch is the CPU of building a turn's status patch.
+func BenchmarkSessionStatusPatch(b *testing.B) {
+	for _, turns := range []int{5, 50} {
+		b.Run(fmt.Sprintf("turns=%d", turns), func(b *testing.B) {
+			before := &flowv1.Session{Status: patchStatusFixture(turns)}
+			after := &flowv1.Session{Status: patchStatusFixture(turns + 1)}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := sessionStatusPatch(before, after); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestMembersSplitsEncodedObjects: an object as encoding/json writes it is split into
+// its members whatever their values hold (quotes, escapes, brackets in strings,
+// nesting), sorted by name; anything else is refused.
+func TestMembersSplitsEncodedObjects(t *testing.T) {
+	t.Parallel()
+	in := map[string]any{
+		"z":       `a "quoted" } ] , { [ string \ with a backslash`,
+		"a/b~c":   []any{map[string]any{"x": []any{1.5, nil, true}}, "]"},
+		"é\"name": map[string]any{"nested": map[string]any{"deep": "}"}, "empty": map[string]any{}},
+		"n":       -12.5e3,
+		"null":    nil,
+		"f":       false,
+		"e":       []any{},
+	}
+	raw, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := members(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(in) {
+		t.Fatalf("%d members, want %d: %+v", len(got), len(in), got)
+	}
+	for i, m := range got {
+		if i > 0 && got[i-1].name >= m.name {
+			t.Errorf("members not sorted: %q before %q", got[i-1].name, m.name)
+		}
+		want, _ := json.Marshal(in[m.name])
+		if !bytes.Equal(m.value, want) {
+			t.Errorf("member %q = %s, want %s", m.name, m.value, want)
+		}
+	}
+	for _, bad := range []string{``, `[]`, `{"a"}`, `{"a":}`, `{"a":1,}`, `{"a":"1}`, `{"a":{"b":1}`, `"x"`} {
+		if _, err := members([]byte(bad)); err == nil {
+			t.Errorf("members(%s): no error", bad)
+		}
 	}
 }
