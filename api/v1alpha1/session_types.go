@@ -921,6 +921,11 @@ type EffectRecord struct {
 	// +optional
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{16}$`
 	SpanID string `json:"spanID,omitempty"`
+	// degradedTo says the call was made with a Budget's degradeTo agent in
+	// place of the pathway's own (onExhausted: Degrade): a replay of the
+	// Session (an upgrade, a fork) makes it so again.
+	// +optional
+	DegradedTo *Degradation `json:"degradedTo,omitempty"`
 }
 
 // AgentResult is an agent's answer, as journaled. Only the fields of its

@@ -289,6 +289,9 @@ func TestBudgetDegrade(t *testing.T) {
 	if d := got.Status.LastTurn.DegradedTo; d == nil || d.Budget != "team" || d.Agent != "small" {
 		t.Errorf("lastTurn.degradedTo %+v", d)
 	}
+	if j := got.Status.Journal; len(j) != 1 || j[0].Agent != "small" || j[0].DegradedTo == nil || *j[0].DegradedTo != *got.Status.LastTurn.DegradedTo {
+		t.Errorf("journal %+v: want small's answer, recorded as degraded by Budget team (what an upgrade or fork replays)", j)
+	}
 	c := apimeta.FindStatusCondition(got.Status.Conditions, flowv1.ConditionDegraded)
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != flowv1.ReasonDegraded ||
 		!strings.HasPrefix(c.Message, "Budget team has no room for the calls of pathway ask with agent gpt; they are made with agent small") {

@@ -44,6 +44,9 @@ type Effect struct {
 	// ReadOnly says the CallTool effect changes nothing (a probe): it may be made in
 	// any write, and again.
 	ReadOnly bool
+	// DegradedTo says this RunPathway effect runs on a Budget's degradeTo agent in
+	// place of the pathway's own; its record says so too.
+	DegradedTo *flowv1.Degradation
 }
 
 func newEffect(kind flowv1.EffectKind, agents []flowv1.AgentSpec, pipeline flowv1.Pipeline, req any) *Effect {
@@ -90,7 +93,8 @@ func (e *Effect) hash() string {
 
 // QuestionHash is the hash of what the agents are asked: the input hash without the
 // parts of a pathway's spec its agents never see (where its outcome leads, what the
-// context keeps of it, its retries, timeout, tool call cap and fallback reply). Two
+// context keeps of it, its retries, timeout, tool call cap, fallback reply and whether
+// a Budget may degrade it). Two
 // revisions that differ only there ask the same question, so an answer to one answers
 // the other (see package rebuild).
 func (e *Effect) QuestionHash() string {
@@ -100,6 +104,7 @@ func (e *Effect) QuestionHash() string {
 	req, spec := *e.Pathway, *e.Pathway.Spec
 	spec.Transitions, spec.Next, spec.ReturnBehavior, spec.Accumulate = nil, "", nil, nil
 	spec.Retry, spec.Timeout, spec.MaxToolCalls, spec.FallbackReply = nil, nil, nil, ""
+	spec.Degrade = ""
 	req.Spec = &spec
 	q := *e
 	q.Pathway = &req
@@ -122,6 +127,9 @@ func (e *Effect) Record(sessionUID string, step int64, resp any, err error) *flo
 	}
 	if len(e.Agents) > 0 {
 		rec.Agent = string(e.Agents[0].Name)
+	}
+	if e.DegradedTo != nil {
+		rec.DegradedTo = e.DegradedTo.DeepCopy()
 	}
 	if e.Tool != nil {
 		return e.recordTool(rec, resp, err)

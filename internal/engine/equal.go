@@ -156,7 +156,8 @@ func effectEqual(a, b *flowv1.EffectRecord) bool {
 		(x.Complete == nil) == (y.Complete == nil) && (x.Complete == nil || *x.Complete == *y.Complete) &&
 		x.Usage == y.Usage && (x.Failure == nil) == (y.Failure == nil) && (x.Failure == nil || *x.Failure == *y.Failure) &&
 		slices.Equal(x.ToolCalls, y.ToolCalls) && a.SpanID == b.SpanID && a.Rewound == b.Rewound &&
-		(x.Elicitation == nil) == (y.Elicitation == nil) && (x.Elicitation == nil || elicitationEqual(*x.Elicitation, *y.Elicitation))
+		(x.Elicitation == nil) == (y.Elicitation == nil) && (x.Elicitation == nil || elicitationEqual(*x.Elicitation, *y.Elicitation)) &&
+		(a.DegradedTo == nil) == (b.DegradedTo == nil) && (a.DegradedTo == nil || *a.DegradedTo == *b.DegradedTo)
 }
 
 func elicitationEqual(a, b flowv1.ToolElicitation) bool {

@@ -256,11 +256,26 @@ func (r *run) degrade(eff *Effect) (*Effect, BudgetRoom, bool) {
 	return d, *by, ok
 }
 
+// replayDegraded is, in a replay, eff made again on the agent the journal says the
+// Session made it with (Input.ReplayDegraded), with that Budget; ok is false outside
+// a replay, for another kind of call, or when this revision cannot degrade eff so
+// (the replay then finds the journaled answer does not apply).
+func (r *run) replayDegraded(kind flowv1.EffectKind, eff *Effect) (*Effect, BudgetRoom, bool) {
+	g := r.in.ReplayDegraded
+	if g == nil || kind != flowv1.EffectRunPathway {
+		return nil, BudgetRoom{}, false
+	}
+	d, ok := r.snap.Degrade(eff, string(g.Agent))
+	return d, BudgetRoom{Name: g.Budget, DegradeTo: string(g.Agent)}, ok
+}
+
 // degraded records that the pathway's call eff runs as d, on Budget b's degradeTo
-// agent: in the turn and in the Degraded condition (an Event when it turns True).
+// agent: in the call's record, the turn and the Degraded condition (an Event when it
+// turns True).
 func (r *run) degraded(b BudgetRoom, eff, d *Effect) {
+	d.DegradedTo = &flowv1.Degradation{Budget: b.Name, Agent: flowv1.Name(b.DegradeTo)}
 	if lt := r.st.LastTurn; lt != nil {
-		lt.DegradedTo = &flowv1.Degradation{Budget: b.Name, Agent: flowv1.Name(b.DegradeTo)}
+		lt.DegradedTo = d.DegradedTo.DeepCopy()
 	}
 	setCondition(r.st, flowv1.ConditionDegraded, metav1.ConditionTrue, flowv1.ReasonDegraded, fmt.Sprintf(
 		"Budget %s has no room for the calls of pathway %s with agent %s; they are made with agent %s (onExhausted: Degrade) until it has room (kubectl journey budget %s)",

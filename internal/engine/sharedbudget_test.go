@@ -378,6 +378,14 @@ func TestSharedBudgetDegrade(t *testing.T) {
 	if d := s.st.LastTurn.DegradedTo; d == nil || d.Budget != "team" || d.Agent != "small" || s.st.LastTurn.AssistantText != "re: four" {
 		t.Fatalf("lastTurn %s", dump(s.st.LastTurn))
 	}
+	// The journal records which call ran on the cheaper agent, for a replay to make
+	// it so again.
+	for i, eff := range s.effects {
+		rec := eff.Record("uid-1", int64(i), nil, nil)
+		if d := rec.DegradedTo; (rec.Agent == "small") != (d != nil) || d != nil && *d != *s.st.LastTurn.DegradedTo {
+			t.Errorf("the record of agent %s's call: degradedTo %s", rec.Agent, dump(d))
+		}
+	}
 	c := s.condition(flowv1.ConditionDegraded)
 	const want = "Budget team has no room for the calls of pathway chat with agent bot; they are made with agent small (onExhausted: Degrade) until it has room (kubectl journey budget team)"
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != flowv1.ReasonDegraded || c.Message != want {

@@ -30,6 +30,11 @@ type Input struct {
 	// Upgrade is the replay of the Session's journal on the revision its next
 	// intervention, an Upgrade, names (nil when none was replayed).
 	Upgrade *ReplayCheck
+	// ReplayDegraded is, in a replay of the Session's journal, the degradation the
+	// journal records for the model call this step makes: the call of the pathway
+	// is made again with that agent, for that Budget, when the revision allows it
+	// (see Snapshot.Degrade), whatever room Budgets have.
+	ReplayDegraded *flowv1.Degradation
 }
 
 // Step takes one step of a Session: at most one unit of work (one message, External

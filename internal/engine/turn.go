@@ -175,11 +175,15 @@ func (r *run) remote(kind flowv1.EffectKind, agents []flowv1.AgentSpec, pipeline
 	if why, over := r.unaffordable(eff); over {
 		return nil, r.stallOnBudget(why)
 	}
-	if w, over := r.noRoom(kind, WorstCase(eff)); over {
-		d, b, ok := r.degrade(eff)
-		if !ok {
-			return nil, r.waitForBudget(w)
+	d, b, degrade := r.replayDegraded(kind, eff)
+	if !degrade {
+		if w, over := r.noRoom(kind, WorstCase(eff)); over {
+			if d, b, degrade = r.degrade(eff); !degrade {
+				return nil, r.waitForBudget(w)
+			}
 		}
+	}
+	if degrade {
 		if why, over := r.unaffordable(d); over {
 			return nil, r.stallOnBudget(why)
 		}

@@ -254,6 +254,10 @@ func (r *replay) run() {
 		r.revealInterventions(k)
 		in := engine.Input{Spec: &r.spec, Status: r.st, Now: r.timeAt(k),
 			SessionName: r.src.Name, SessionUID: r.src.UID, CreationTime: r.src.Created}
+		degraded := r.degradedAt(k)
+		if degraded != nil {
+			in.ReplayDegraded = degraded.DegradedTo
+		}
 		if iv, ok := r.spec.InterventionAt(r.st.ProcessedInterventions); ok && iv.Action == flowv1.InterventionUpgrade {
 			// Applied on the Session when it was checked: applied here. Which revision
 			// it came from is not the replay's.
@@ -271,6 +275,12 @@ func (r *replay) run() {
 			continue
 		}
 		if eff != nil {
+			if degraded != nil && next.Step == k && eff.DegradedTo == nil {
+				r.diverge(k, "journal "+degraded.ID, fmt.Sprintf(
+					"the Session made this call with agent %s, the degradeTo of Budget %s (onExhausted: Degrade); on this revision pathway %s cannot run on it (its degrade is not Allow, or %s is not an openai agent of the journey), so the answer does not apply",
+					degraded.DegradedTo.Agent, degraded.DegradedTo.Budget, r.st.CurrentPathway, degraded.DegradedTo.Agent))
+				return
+			}
 			rec := r.answer(next.Step, eff)
 			if rec == nil {
 				continue // diverged
@@ -347,6 +357,18 @@ func (r *replay) timeAt(k int64) time.Time {
 		}
 	}
 	return t
+}
+
+// degradedAt is the Session's record of a model call it made at step k on a Budget's
+// degradeTo agent, not yet handed out; nil when it made none.
+func (r *replay) degradedAt(k int64) *flowv1.EffectRecord {
+	for i := range r.live.Journal {
+		rec := &r.live.Journal[i]
+		if !r.taken[i] && rec.Step == k && rec.Kind == flowv1.EffectRunPathway && rec.DegradedTo != nil {
+			return rec
+		}
+	}
+	return nil
 }
 
 // answer is the journaled answer to eff, asked at step: the Session's record of that
