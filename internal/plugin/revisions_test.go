@@ -6,18 +6,23 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/controller"
@@ -50,11 +55,16 @@ func newRevisionsCluster(t *testing.T) *revisionsCluster {
 }
 
 func (c *revisionsCluster) run(ns string, args ...string) (string, error) {
+	return runAs(c.kubeconfig, ns, args...)
+}
+
+// runAs runs kubectl journey with kubeconfig in namespace ns.
+func runAs(kubeconfig, ns string, args ...string) (string, error) {
 	var out, errOut bytes.Buffer
 	o := NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 	o.PollInterval = 50 * time.Millisecond
 	cmd := NewCommandWithOptions(o)
-	cmd.SetArgs(append(args, "--kubeconfig", c.kubeconfig, "-n", ns))
+	cmd.SetArgs(append(args, "--kubeconfig", kubeconfig, "-n", ns))
 	err := cmd.ExecuteContext(context.Background())
 	return out.String() + errOut.String(), err
 }
@@ -454,4 +464,111 @@ func startThenSay(t *testing.T, c *revisionsCluster, ns, name, journey string, m
 			t.Fatalf("say: %v\n%s", err, out)
 		}
 	}
+}
+
+// userRole creates ClusterRole file of config/rbac (as the chart renders it from the
+// same file), binds it to user in namespace ns, and returns a kubeconfig of the user:
+// what kubectl journey may do with it is what the role grants.
+func (c *revisionsCluster) userRole(t *testing.T, ns, file, user string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(raw, &role); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	c.env.Create(t, &role, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	})
+	return c.env.Kubeconfig(t, envtest.User{Name: user})
+}
+
+// journey-editor may do what kubectl journey upgrade, fork and rollout promote|abort
+// do (as a user bound to it alone, authenticated by the API server); journey-viewer is
+// refused each of them and changes nothing.
+func TestUserRolesForRevisionCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
+	c := newRevisionsCluster(t)
+	ns := c.env.Namespace(t)
+	editor := c.userRole(t, ns, "journey_editor_role.yaml", "erin")
+	viewer := c.userRole(t, ns, "journey_viewer_role.yaml", "victor")
+	chat := testenv.NewChatServer(t, func(testenv.ChatRequest) testenv.Reply {
+		return testenv.Answer(`{"reply": "Noted.", "outcome": "success", "complete": false}`)
+	})
+	p := &flowv1alpha1.Pathway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "talk"},
+		Spec: flowv1alpha1.PathwaySpec{Agents: []flowv1alpha1.Name{"gpt"}, Signature: flowv1alpha1.Signature{Instructions: "Answer the user."}}}
+	j := &flowv1alpha1.Journey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chat"}, Spec: flowv1alpha1.JourneySpec{
+		EntryPathway: "talk", Pathways: []flowv1alpha1.PathwayEntry{{Name: "talk", PathwayRef: "talk"}},
+		Agents:  []flowv1alpha1.AgentSpec{{Name: "gpt", Provider: flowv1alpha1.ProviderOpenAI, Model: "test-model", BaseURL: chat.BaseURL(), MaxRetries: ptr.To[int32](0)}},
+		Rollout: &flowv1alpha1.Rollout{Canary: flowv1alpha1.CanaryStrategy{Steps: []flowv1alpha1.CanaryStep{{Weight: 50}}}},
+	}}
+	first := c.nextReady(t, ns, "chat", func() { c.env.Create(t, p, j) })
+	c.env.Create(t, &flowv1alpha1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s1"},
+		Spec: flowv1alpha1.SessionSpec{JourneyRef: flowv1alpha1.JourneyReference{Name: "chat"}, Messages: []flowv1alpha1.Message{{ID: "m1", Text: "First."}}}})
+	s := waitLive(t, c.env, ns, "s1", "to answer", func(s *flowv1alpha1.Session) bool {
+		return s.Status.ProcessedMessages == 1 && s.Status.Turn == nil && s.Status.Phase == flowv1alpha1.PhaseWaitingForInput
+	})
+	canary := c.nextReady(t, ns, "chat", func() {
+		update(t, c, ns, "chat", &flowv1alpha1.Journey{}, func(j *flowv1alpha1.Journey) { j.Spec.FallbackReply = "Sorry, try again." })
+	})
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if j := testenv.Get(t, c.env, ns, "chat", &flowv1alpha1.Journey{}); j.Status.CanaryRevision != canary || j.Status.StableRevision != first {
+			return fmt.Errorf("stable %q, canary %q; want %s and %s", j.Status.StableRevision, j.Status.CanaryRevision, first, canary)
+		}
+		return nil
+	})
+	if s.Status.JourneyRevision != first {
+		t.Fatalf("s1 on %s, want %s", s.Status.JourneyRevision, first)
+	}
+
+	for _, args := range [][]string{
+		{"upgrade", "s1", "--to-revision", canary},
+		{"fork", "s1", "--at-step", fmt.Sprint(s.Status.Step), "--name", "f0"},
+		{"rollout", "promote", "chat"},
+		{"rollout", "abort", "chat"},
+	} {
+		out, err := runAs(viewer, ns, args...)
+		if err == nil || !strings.Contains(err.Error(), "forbidden") {
+			t.Errorf("journey-viewer: kubectl journey %s: %v\n%s\nwant it forbidden", strings.Join(args, " "), err, out)
+		}
+	}
+	if got := testenv.Get(t, c.env, ns, "s1", &flowv1alpha1.Session{}); got.ResourceVersion != s.ResourceVersion {
+		t.Errorf("journey-viewer changed s1: %+v", got.Spec.Interventions)
+	}
+
+	if out, err := runAs(editor, ns, "upgrade", "s1", "--to-revision", canary, "--wait", "--timeout", "30s"); err != nil {
+		t.Fatalf("journey-editor: upgrade: %v\n%s", err, out)
+	}
+	if got := testenv.Get(t, c.env, ns, "s1", &flowv1alpha1.Session{}); got.Status.JourneyRevision != canary {
+		t.Errorf("s1 on %s after the upgrade, want %s", got.Status.JourneyRevision, canary)
+	}
+	if out, err := runAs(editor, ns, "fork", "s1", "--at-step", fmt.Sprint(s.Status.Step), "--name", "f1"); err != nil {
+		t.Fatalf("journey-editor: fork: %v\n%s", err, out)
+	}
+	waitLive(t, c.env, ns, "f1", "to be rebuilt", func(f *flowv1alpha1.Session) bool { return f.Status.Step == s.Status.Step })
+	if out, err := runAs(editor, ns, "rollout", "abort", "chat"); err != nil || !strings.Contains(out, "abort of canary "+canary+" requested") {
+		t.Fatalf("journey-editor: rollout abort: %v\n%s", err, out)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		j := testenv.Get(t, c.env, ns, "chat", &flowv1alpha1.Journey{})
+		if r := j.Status.Rollout; r == nil || r.Phase != flowv1alpha1.RolloutAborted {
+			return fmt.Errorf("rollout %+v", r)
+		}
+		return nil
+	})
+	if out, err := runAs(editor, ns, "rollout", "promote", "chat"); err != nil || !strings.Contains(out, "promote of canary "+canary+" requested") {
+		t.Fatalf("journey-editor: rollout promote: %v\n%s", err, out)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if j := testenv.Get(t, c.env, ns, "chat", &flowv1alpha1.Journey{}); j.Status.StableRevision != canary {
+			return fmt.Errorf("stable %q, want %s", j.Status.StableRevision, canary)
+		}
+		return nil
+	})
 }
