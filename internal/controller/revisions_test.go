@@ -223,6 +223,56 @@ func TestUpgradeByReplay(t *testing.T) {
 	})
 }
 
+// TestUpgradeTwiceFromTheCache: with the cache the manager runs with
+// (CacheOptions), the Session a step reads has its processed interventions dropped
+// from spec.interventions. A Session created with its first message is upgraded, then
+// upgraded again: the second replay rebuilds the first Upgrade from its history, and
+// neither makes a request to the chat server.
+func TestUpgradeTwiceFromTheCache(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	chat := testenv.NewChatServer(t, func(testenv.ChatRequest) testenv.Reply {
+		return testenv.Answer(`{"reply": "Noted.", "outcome": "success", "complete": false}`)
+	})
+	opts := managerOptions(ns, Options{})
+	opts.Cache = CacheOptions(nil)
+	env.StartManager(t, opts)
+	p := &flowv1.Pathway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "talk"},
+		Spec:       flowv1.PathwaySpec{Agents: []flowv1.Name{"gpt"}, Signature: flowv1.Signature{Instructions: "Answer the user."}},
+	}
+	j := journeyOf(ns, "chat", p)
+	j.Spec.Agents = []flowv1.AgentSpec{{Name: "gpt", Provider: flowv1.ProviderOpenAI, Model: "test-model", BaseURL: chat.BaseURL(), MaxRetries: ptr.To[int32](0)}}
+	create(t, p, j)
+	eventually(t, 30*time.Second, func() error {
+		if get(t, ns, "chat", &flowv1.Journey{}).Status.ReadyRevision == "" {
+			return fmt.Errorf("no ready revision")
+		}
+		return nil
+	})
+	s := sessionOf(ns, "s", "chat")
+	s.Spec.Messages = []flowv1.Message{{ID: "m1", Text: "First."}}
+	create(t, s)
+	eventually(t, 60*time.Second, func() error {
+		if s := get(t, ns, "s", &flowv1.Session{}); s.Status.ProcessedMessages != 1 || s.Status.Turn != nil || s.Status.Phase != flowv1.PhaseWaitingForInput {
+			return fmt.Errorf("phase %s, turn %+v", s.Status.Phase, s.Status.Turn)
+		}
+		return nil
+	})
+	before := chat.Calls()
+	for i, reply := range []string{"Sorry, try again.", "Sorry, say it again."} {
+		to := editJourney(t, ns, "chat", func(j *flowv1.Journey) { j.Spec.FallbackReply = reply })
+		intervene(t, ns, "s", flowv1.Intervention{Action: flowv1.InterventionUpgrade, Revision: to})
+		s := processedInterventions(t, ns, "s", int32(i+1))
+		if s.Status.JourneyRevision != to {
+			t.Fatalf("upgrade %d: on %s, want %s; conditions %+v", i+1, s.Status.JourneyRevision, to, s.Status.Conditions)
+		}
+	}
+	if got := chat.Calls() - before; got != 0 {
+		t.Errorf("the upgrades made %d requests to the chat server, want 0", got)
+	}
+}
+
 // TestForkRebuildsFromTheJournal: a Session whose turn called an LLM, which called the
 // clinic's MCP tools, and whose outcome a decision rule advanced, is forked after a
 // step past those calls: the fork's status is rebuilt with no request to the chat
