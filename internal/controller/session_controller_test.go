@@ -322,7 +322,9 @@ func TestSuspendCancelAndTTL(t *testing.T) {
 		return nil
 	})
 
-	ttl := int32(1)
+	// Long enough for the test to see the cancelled Session before it is deleted,
+	// also on a loaded machine.
+	ttl := int32(5)
 	update(func(s *flowv1.Session) { s.Spec.Cancel = true; s.Spec.TTLSecondsAfterFinished = &ttl })
 	got := settled(t, ns, "s", func(s *flowv1.Session) error {
 		if s.Status.Phase != flowv1.PhaseCancelled {
@@ -333,7 +335,7 @@ func TestSuspendCancelAndTTL(t *testing.T) {
 	if got.Status.CompletionTime == nil {
 		t.Error("no completionTime on a cancelled Session")
 	}
-	eventually(t, 15*time.Second, func() error {
+	eventually(t, 30*time.Second, func() error {
 		err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "s"}, &flowv1.Session{})
 		if err == nil {
 			return fmt.Errorf("still there")
