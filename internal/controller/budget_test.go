@@ -10,6 +10,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -84,6 +85,20 @@ func spentBySessions(t *testing.T, ns, name string) (charged, journaled engine.S
 	return charged, journaled, calls
 }
 
+// raiseBudget sets the costUSD limit of Budget name, as a person does with kubectl
+// edit: read, change, write, again when the manager wrote its status in between.
+func raiseBudget(t *testing.T, ns, name, costUSD string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		b := get(t, ns, name, &flowv1.Budget{})
+		b.Spec.Limits.CostUSD = flowv1.Decimal(costUSD)
+		return k8sClient.Update(context.Background(), b)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // 40 Sessions share a Budget of USD 0.05, 8 at a time, with the manager restarted twice
 // during the run: the settled spend stays within the limit, the ledger equals what
 // the Sessions journaled (nothing counted twice), the Sessions without room say which
@@ -138,6 +153,11 @@ func TestBudgetSharedBySessions(t *testing.T) {
 		if len(waiting) == 0 {
 			return fmt.Errorf("no session waits for the Budget")
 		}
+		// A waiting Session goes on when a call settles below its worst case: the
+		// run has settled when every Session made its call or waits.
+		if _, _, calls := spentBySessions(t, ns, "team"); int(calls)+len(waiting) != n {
+			return fmt.Errorf("%d calls made and %d Sessions waiting, want %d in all", calls, len(waiting), n)
+		}
 		return nil
 	})
 	charged, journaled, calls := spentBySessions(t, ns, "team")
@@ -158,11 +178,7 @@ func TestBudgetSharedBySessions(t *testing.T) {
 	})
 
 	// Raised: the waiting Sessions go on by themselves.
-	b := get(t, ns, "team", &flowv1.Budget{})
-	b.Spec.Limits.CostUSD = "1"
-	if err := k8sClient.Update(context.Background(), b); err != nil {
-		t.Fatal(err)
-	}
+	raiseBudget(t, ns, "team", "1")
 	eventually(t, 60*time.Second, func() error {
 		var list flowv1.SessionList
 		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
@@ -310,11 +326,7 @@ func TestBudgetDegrade(t *testing.T) {
 	}
 
 	// Raised: the pathway's own agent answers, not degraded.
-	b := get(t, ns, "team", &flowv1.Budget{})
-	b.Spec.Limits.CostUSD = "1"
-	if err := k8sClient.Update(context.Background(), b); err != nil {
-		t.Fatal(err)
-	}
+	raiseBudget(t, ns, "team", "1")
 	eventually(t, 10*time.Second, func() error {
 		if b := get(t, ns, "team", &flowv1.Budget{}); b.Status.ObservedGeneration != b.Generation {
 			return fmt.Errorf("Budget status of generation %d, want %d", b.Status.ObservedGeneration, b.Generation)
