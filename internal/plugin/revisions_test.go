@@ -97,15 +97,12 @@ func update[T client.Object](t *testing.T, c *revisionsCluster, ns, name string,
 	})
 }
 
-// kubectl journey upgrade: a compatible revision moves the Session with no request to
-// the chat server; an incompatible one is refused, UpgradeBlocked naming the step its
-// question changed at; --force moves it, its history saying alice did.
-func TestUpgradeCommandOnCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a control plane")
-	}
-	c := newRevisionsCluster(t)
-	ns := c.env.Namespace(t)
+// chatJourney creates in ns the journey "chat": its one pathway, "talk", asks the
+// openai agent "gpt" on a local chat server that answers every call "Noted.". edit,
+// when set, changes the Journey before it is created. It returns the chat server and
+// the journey's first ready revision.
+func (c *revisionsCluster) chatJourney(t *testing.T, ns string, edit func(*flowv1alpha1.Journey)) (*testenv.ChatServer, string) {
+	t.Helper()
 	chat := testenv.NewChatServer(t, func(testenv.ChatRequest) testenv.Reply {
 		return testenv.Answer(`{"reply": "Noted.", "outcome": "success", "complete": false}`)
 	})
@@ -115,7 +112,22 @@ func TestUpgradeCommandOnCluster(t *testing.T) {
 		EntryPathway: "talk", Pathways: []flowv1alpha1.PathwayEntry{{Name: "talk", PathwayRef: "talk"}},
 		Agents: []flowv1alpha1.AgentSpec{{Name: "gpt", Provider: flowv1alpha1.ProviderOpenAI, Model: "test-model", BaseURL: chat.BaseURL(), MaxRetries: ptr.To[int32](0)}},
 	}}
-	first := c.nextReady(t, ns, "chat", func() { c.env.Create(t, p, j) })
+	if edit != nil {
+		edit(j)
+	}
+	return chat, c.nextReady(t, ns, "chat", func() { c.env.Create(t, p, j) })
+}
+
+// kubectl journey upgrade: a compatible revision moves the Session with no request to
+// the chat server; an incompatible one is refused, UpgradeBlocked naming the step its
+// question changed at; --force moves it, its history saying alice did.
+func TestUpgradeCommandOnCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
+	c := newRevisionsCluster(t)
+	ns := c.env.Namespace(t)
+	chat, first := c.chatJourney(t, ns, nil)
 	startThenSay(t, c, ns, "s1", "chat", "First.", "Second.")
 	s := waitLive(t, c.env, ns, "s1", "to answer both messages", func(s *flowv1alpha1.Session) bool {
 		return s.Status.ProcessedMessages == 2 && s.Status.Turn == nil && s.Status.Phase == flowv1alpha1.PhaseWaitingForInput
@@ -193,16 +205,7 @@ func TestUpgradeTwiceAndForkASessionCreatedWithItsMessage(t *testing.T) {
 	}
 	c := newRevisionsCluster(t)
 	ns := c.env.Namespace(t)
-	chat := testenv.NewChatServer(t, func(testenv.ChatRequest) testenv.Reply {
-		return testenv.Answer(`{"reply": "Noted.", "outcome": "success", "complete": false}`)
-	})
-	p := &flowv1alpha1.Pathway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "talk"},
-		Spec: flowv1alpha1.PathwaySpec{Agents: []flowv1alpha1.Name{"gpt"}, Signature: flowv1alpha1.Signature{Instructions: "Answer the user."}}}
-	j := &flowv1alpha1.Journey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chat"}, Spec: flowv1alpha1.JourneySpec{
-		EntryPathway: "talk", Pathways: []flowv1alpha1.PathwayEntry{{Name: "talk", PathwayRef: "talk"}},
-		Agents: []flowv1alpha1.AgentSpec{{Name: "gpt", Provider: flowv1alpha1.ProviderOpenAI, Model: "test-model", BaseURL: chat.BaseURL(), MaxRetries: ptr.To[int32](0)}},
-	}}
-	first := c.nextReady(t, ns, "chat", func() { c.env.Create(t, p, j) })
+	chat, first := c.chatJourney(t, ns, nil)
 	c.env.Create(t, &flowv1alpha1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s1"},
 		Spec: flowv1alpha1.SessionSpec{JourneyRef: flowv1alpha1.JourneyReference{Name: "chat"}, Messages: []flowv1alpha1.Message{{ID: "m1", Text: "First."}}}})
 	between := func(n int32) func(*flowv1alpha1.Session) bool {
@@ -498,17 +501,9 @@ func TestUserRolesForRevisionCommands(t *testing.T) {
 	ns := c.env.Namespace(t)
 	editor := c.userRole(t, ns, "journey_editor_role.yaml", "erin")
 	viewer := c.userRole(t, ns, "journey_viewer_role.yaml", "victor")
-	chat := testenv.NewChatServer(t, func(testenv.ChatRequest) testenv.Reply {
-		return testenv.Answer(`{"reply": "Noted.", "outcome": "success", "complete": false}`)
+	_, first := c.chatJourney(t, ns, func(j *flowv1alpha1.Journey) {
+		j.Spec.Rollout = &flowv1alpha1.Rollout{Canary: flowv1alpha1.CanaryStrategy{Steps: []flowv1alpha1.CanaryStep{{Weight: 50}}}}
 	})
-	p := &flowv1alpha1.Pathway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "talk"},
-		Spec: flowv1alpha1.PathwaySpec{Agents: []flowv1alpha1.Name{"gpt"}, Signature: flowv1alpha1.Signature{Instructions: "Answer the user."}}}
-	j := &flowv1alpha1.Journey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chat"}, Spec: flowv1alpha1.JourneySpec{
-		EntryPathway: "talk", Pathways: []flowv1alpha1.PathwayEntry{{Name: "talk", PathwayRef: "talk"}},
-		Agents:  []flowv1alpha1.AgentSpec{{Name: "gpt", Provider: flowv1alpha1.ProviderOpenAI, Model: "test-model", BaseURL: chat.BaseURL(), MaxRetries: ptr.To[int32](0)}},
-		Rollout: &flowv1alpha1.Rollout{Canary: flowv1alpha1.CanaryStrategy{Steps: []flowv1alpha1.CanaryStep{{Weight: 50}}}},
-	}}
-	first := c.nextReady(t, ns, "chat", func() { c.env.Create(t, p, j) })
 	c.env.Create(t, &flowv1alpha1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s1"},
 		Spec: flowv1alpha1.SessionSpec{JourneyRef: flowv1alpha1.JourneyReference{Name: "chat"}, Messages: []flowv1alpha1.Message{{ID: "m1", Text: "First."}}}})
 	s := waitLive(t, c.env, ns, "s1", "to answer", func(s *flowv1alpha1.Session) bool {
