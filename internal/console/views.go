@@ -13,6 +13,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/toolview"
@@ -390,7 +391,7 @@ func budgetOf(b *flowv1alpha1.Budget) budgetCard {
 		if n.limit > 0 {
 			c.Limits = append(c.Limits, budgetLimit{Name: n.name, Limit: fmt.Sprint(n.limit),
 				Spent: amount(n.spent), Reserved: amount(n.reserved), Remaining: amount(n.remaining),
-				Percent: percent(float64(deref(n.spent)), float64(n.limit))})
+				Percent: percent(float64(ptr.Deref(n.spent, 0)), float64(n.limit))})
 		}
 	}
 	conds := slices.Clone(st.Conditions)
@@ -443,13 +444,6 @@ func amount(v *int64) string {
 		return ""
 	}
 	return fmt.Sprint(*v)
-}
-
-func deref(v *int64) int64 {
-	if v == nil {
-		return 0
-	}
-	return *v
 }
 
 // decimal reads a decimal string of a Budget for the meter; 0 when it is not one.
