@@ -33,6 +33,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// Set once, before tests that start managers run in parallel.
+	testenv.QuietLogs()
 	code := m.Run()
 	if env != nil {
 		if err := env.Stop(); err != nil {
@@ -43,6 +45,7 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(filepath.Dir(kubeconfig))
 	}
 	stopLive()
+	stopAudited()
 	os.Exit(code)
 }
 

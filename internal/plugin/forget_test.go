@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,6 +68,7 @@ func TestForgetErasesSessionsWithOneErasureRecord(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a control plane")
 	}
+	t.Parallel()
 	env, kubeconfig, path := auditedCluster(t)
 	ns := env.Namespace(t)
 	forget := func(args ...string) (string, error) {
@@ -207,30 +209,72 @@ func readAuditFile(t *testing.T, path string) []audit.Record {
 	return out
 }
 
-// auditedCluster starts a control plane with the admission webhooks and a manager
-// that writes its audit records to a JSON lines file; it returns the kubeconfig of
-// alice and the file's path.
+// The audit tests share a control plane with the admission webhooks and a manager
+// that writes its audit records to a JSON lines file. Each test works in a namespace of
+// its own and reads the records of its own Sessions; only
+// TestForgetErasesSessionsWithOneErasureRecord erases Sessions.
+var (
+	auditOnce       sync.Once
+	auditErr        error
+	auditEnv        *testenv.Environment
+	auditKubeconfig string
+	auditPath       string
+	auditDir        string
+	auditSink       *audit.JSONLines
+)
+
+// stopAudited stops the audit tests' control plane and removes its files.
+func stopAudited() {
+	if auditEnv != nil {
+		if err := auditEnv.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the audit control plane:", err)
+		}
+	}
+	if auditSink != nil {
+		_ = auditSink.Close()
+	}
+	if auditDir != "" {
+		_ = os.RemoveAll(auditDir)
+	}
+}
+
+// auditedCluster starts, on first use, a control plane with the admission webhooks and
+// a manager that writes its audit records to a JSON lines file; it returns the kubeconfig
+// of alice and the file's path.
 func auditedCluster(t *testing.T) (*testenv.Environment, string, string) {
 	t.Helper()
-	testenv.QuietLogs()
-	env := testenv.New(t, testenv.WithWebhooks())
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	sink, err := audit.OpenJSONLines(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sink.Close() })
-	mgr := env.StartManager(t, testenv.ManagerOptions{Webhooks: true, Setup: func(mgr ctrl.Manager) error {
-		if err := controller.Setup(mgr, controller.Options{Audit: &audit.Trail{Sink: sink}}); err != nil {
-			return err
+	auditOnce.Do(func() {
+		if auditDir, auditErr = os.MkdirTemp("", "kubectl-journey-audit-"); auditErr != nil {
+			return
 		}
-		return webhook.SetupWebhooks(mgr, webhook.Options{Checks: controller.AdmissionChecks()})
-	}})
-	if err := mgr.WaitForWebhooks(20 * time.Second); err != nil {
-		t.Fatal(err)
+		auditPath = filepath.Join(auditDir, "audit.jsonl")
+		if auditSink, auditErr = audit.OpenJSONLines(auditPath); auditErr != nil {
+			return
+		}
+		sink := auditSink
+		if auditEnv, auditErr = testenv.Start(testenv.WithWebhooks()); auditErr != nil {
+			return
+		}
+		// The manager stops with the control plane, before the sink is closed.
+		var mgr *testenv.Manager
+		mgr, auditErr = auditEnv.RunManager(testenv.ManagerOptions{Webhooks: true, Setup: func(mgr ctrl.Manager) error {
+			if err := controller.Setup(mgr, controller.Options{Audit: &audit.Trail{Sink: sink}}); err != nil {
+				return err
+			}
+			return webhook.SetupWebhooks(mgr, webhook.Options{Checks: controller.AdmissionChecks()})
+		}})
+		if auditErr != nil {
+			return
+		}
+		if auditErr = mgr.WaitForWebhooks(20 * time.Second); auditErr != nil {
+			return
+		}
+		auditKubeconfig, auditErr = auditEnv.WriteKubeconfig(auditDir, testenv.Admin("alice"))
+	})
+	if auditErr != nil {
+		t.Fatalf("control plane with webhooks and an audited manager: %v", auditErr)
 	}
-	kubeconfig := env.Kubeconfig(t, testenv.Admin("alice"))
-	return env, kubeconfig, path
+	return auditEnv, auditKubeconfig, auditPath
 }
 
 // TestAuditTrailOfAnIntervention: a Session stopped by its turn cap and resumed with
@@ -241,6 +285,7 @@ func TestAuditTrailOfAnIntervention(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a control plane")
 	}
+	t.Parallel()
 	env, kubeconfig, path := auditedCluster(t)
 	ns := env.Namespace(t)
 	chatJourney(t, env, ns, "capped", 1, "one", "two")

@@ -22,9 +22,10 @@ import (
 	"github.com/journeyops/journey-operator/internal/webhook"
 )
 
-// The lifecycle commands are tested against a control plane of their own that runs
-// what a cluster runs: the admission webhooks of config/webhook and the controllers
-// with the builtin agent. The plugin acts as alice.
+// The lifecycle and revision commands are tested against a control plane of their own
+// that runs what a cluster runs: the admission webhooks of config/webhook and the
+// controllers with the builtin agent. The plugin acts as alice. Each test works in a
+// namespace of its own, so they share the control plane and run in parallel.
 var (
 	liveOnce       sync.Once
 	liveErr        error
@@ -46,7 +47,6 @@ func stopLive() {
 func liveCluster(t *testing.T) *testenv.Environment {
 	t.Helper()
 	liveOnce.Do(func() {
-		testenv.QuietLogs()
 		if liveEnv, liveErr = testenv.Start(testenv.WithWebhooks()); liveErr != nil {
 			return
 		}
@@ -136,6 +136,7 @@ func waitLive(t *testing.T, env *testenv.Environment, ns, name, what string, ok 
 }
 
 func TestCancelCommand(t *testing.T) {
+	t.Parallel()
 	env := liveCluster(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
@@ -202,6 +203,7 @@ func TestCancelCommand(t *testing.T) {
 }
 
 func TestSuspendAndUnsuspendCommands(t *testing.T) {
+	t.Parallel()
 	env := liveCluster(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
@@ -260,6 +262,7 @@ func TestSuspendAndUnsuspendCommands(t *testing.T) {
 }
 
 func TestLimitsCommand(t *testing.T) {
+	t.Parallel()
 	env := liveCluster(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
@@ -338,6 +341,7 @@ func TestLimitsCommand(t *testing.T) {
 // intervention prints the history entry it made; one the webhook refuses fails with
 // its message.
 func TestInterventionsOnTheRealController(t *testing.T) {
+	t.Parallel()
 	env := liveCluster(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)

@@ -36,6 +36,7 @@ func TestRecordAndReplaySessionsThatSayDrove(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a control plane")
 	}
+	t.Parallel()
 	controlPlane(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)

@@ -19,20 +19,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
-	"github.com/journeyops/journey-operator/internal/controller"
 	"github.com/journeyops/journey-operator/internal/testenv"
 	"github.com/journeyops/journey-operator/internal/tools/clinic"
-	"github.com/journeyops/journey-operator/internal/webhook"
 )
 
-// revisionsCluster is a control plane with the admission webhooks (they stamp who
-// intervened) and a manager; run runs kubectl journey as alice in namespace ns.
+// revisionsCluster is the lifecycle commands' control plane (liveCluster: the
+// admission webhooks, which stamp who intervened, and a manager with the controllers);
+// run runs kubectl journey as alice in namespace ns. Each test works in a namespace of
+// its own, so the tests share the control plane and run in parallel.
 type revisionsCluster struct {
 	env        *testenv.Environment
 	kubeconfig string
@@ -40,18 +39,8 @@ type revisionsCluster struct {
 
 func newRevisionsCluster(t *testing.T) *revisionsCluster {
 	t.Helper()
-	testenv.QuietLogs()
-	env := testenv.New(t, testenv.WithWebhooks())
-	mgr := env.StartManager(t, testenv.ManagerOptions{Webhooks: true, Setup: func(mgr ctrl.Manager) error {
-		if err := controller.Setup(mgr, controller.Options{}); err != nil {
-			return err
-		}
-		return webhook.SetupWebhooks(mgr, webhook.Options{Checks: controller.AdmissionChecks()})
-	}})
-	if err := mgr.WaitForWebhooks(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	return &revisionsCluster{env: env, kubeconfig: env.Kubeconfig(t, testenv.Admin("alice"))}
+	env := liveCluster(t)
+	return &revisionsCluster{env: env, kubeconfig: liveKubeconfig}
 }
 
 func (c *revisionsCluster) run(ns string, args ...string) (string, error) {
@@ -125,6 +114,7 @@ func TestUpgradeCommandOnCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a control plane")
 	}
+	t.Parallel()
 	c := newRevisionsCluster(t)
 	ns := c.env.Namespace(t)
 	chat, first := c.chatJourney(t, ns, nil)
@@ -203,6 +193,7 @@ func TestUpgradeTwiceAndForkASessionCreatedWithItsMessage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a control plane")
 	}
+	t.Parallel()
 	c := newRevisionsCluster(t)
 	ns := c.env.Namespace(t)
 	chat, first := c.chatJourney(t, ns, nil)
@@ -273,6 +264,7 @@ func TestForkCommandOnCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a control plane")
 	}
+	t.Parallel()
 	c := newRevisionsCluster(t)
 	ns := c.env.Namespace(t)
 	cl := clinic.New()
@@ -497,6 +489,7 @@ func TestUserRolesForRevisionCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a control plane")
 	}
+	t.Parallel()
 	c := newRevisionsCluster(t)
 	ns := c.env.Namespace(t)
 	editor := c.userRole(t, ns, "journey_editor_role.yaml", "erin")
