@@ -36,6 +36,7 @@ func waitingOnUnknown(t *testing.T) *flowv1.Session {
 // is refused, naming the calls that wait; and an Answer of a bad shape is refused by
 // the schema or the webhook, naming the field.
 func TestAnswerAdmission(t *testing.T) {
+	t.Parallel()
 	s := waitingOnUnknown(t)
 	// Only a call whose outcome is unknown takes an answer.
 	for call, why := range map[string]string{"t-4-1": "done", "t-9-9": "not a call of the turn"} {

@@ -52,6 +52,7 @@ func setProcessed(t *testing.T, s *flowv1.Session, outcomes, approvals int32, d 
 // and a processed prefix may leave it (never a pending outcome), so a Session takes
 // outcomes for as long as it runs.
 func TestOutcomesAreBoundedAndProcessedOnesLeave(t *testing.T) {
+	t.Parallel()
 	s := newSession(t, nil)
 	err := updateSpec("alice", s, func(sp *flowv1.SessionSpec) { sp.Outcomes = append(sp.Outcomes, outcomeOf(1, 13000)) })
 	wantDenied(t, err, "spec.outcomes[0]", "more than 12 KiB", "this outcome alone is too large; send less data")
@@ -93,6 +94,7 @@ func TestOutcomesAreBoundedAndProcessedOnesLeave(t *testing.T) {
 // A processed approval may leave spec.approvals in the update that answers the next
 // decision; the webhook stamps and checks the new approval, not the ones kept.
 func TestProcessedApprovalsLeaveAndNewOnesAreStillChecked(t *testing.T) {
+	t.Parallel()
 	s := newSession(t, draftDecision())
 	if _, err := approve("alice", s, flowv1.Approval{DecisionID: "d-3", Approve: ptr.To(true)}); err != nil {
 		t.Fatal(err)

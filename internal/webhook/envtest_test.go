@@ -5,6 +5,8 @@ package webhook_test
 // (a manager with SetupWebhooks), and users authenticated by the API server, bound to
 // the ClusterRoles of config/rbac, send approvals with their own credentials.
 // No Session controller runs: the tests write status.lastDecision themselves.
+// The tests run in parallel: each works on Sessions of its own (generated names in the
+// shared namespace, or a namespace of its own with a manager restricted to it).
 
 import (
 	"context"
@@ -222,6 +224,7 @@ func wantDenied(t *testing.T, err error, want ...string) {
 }
 
 func TestApprovalIsStampedWithTheAuthenticatedUser(t *testing.T) {
+	t.Parallel()
 	s := newSession(t, draftDecision())
 	got, err := approve("alice", s, flowv1.Approval{DecisionID: "d-3", Approve: ptr.To(true), Reason: "looks right"})
 	if err != nil {
@@ -251,6 +254,7 @@ func TestApprovalIsStampedWithTheAuthenticatedUser(t *testing.T) {
 }
 
 func TestForgedApprovalIsRejected(t *testing.T) {
+	t.Parallel()
 	s := newSession(t, draftDecision())
 	_, err := approve("alice", s, flowv1.Approval{DecisionID: "d-3", Approve: ptr.To(true), By: "bob"})
 	wantDenied(t, err, "spec.approvals[0].by", `approval forged: by is "bob" but the request was made by "alice"`)
@@ -270,6 +274,7 @@ func TestForgedApprovalIsRejected(t *testing.T) {
 }
 
 func TestApproversRestrictWhoMayAnswer(t *testing.T) {
+	t.Parallel()
 	s := newSession(t, reviewDecision())
 
 	// alice may patch the Session (journey-editor), but the decision's approvers do not list her.
@@ -302,6 +307,7 @@ func TestApproversRestrictWhoMayAnswer(t *testing.T) {
 }
 
 func TestApproversComeFromThePinnedRevision(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	// The revision the Session runs on lists only alice as approver of review's decision,
 	// while the live Pathway lists carol and release-managers.
@@ -347,6 +353,7 @@ func TestApproversComeFromThePinnedRevision(t *testing.T) {
 }
 
 func TestSentApprovalsCannotChange(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newSession(t, draftDecision())
 	got, err := approve("alice", s, flowv1.Approval{DecisionID: "d-3", Approve: ptr.To(true)})
@@ -376,6 +383,7 @@ func TestSentApprovalsCannotChange(t *testing.T) {
 }
 
 func TestApprovalsMustAnswerThePendingDecision(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 
 	s := newSession(t, draftDecision())

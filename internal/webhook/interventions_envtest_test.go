@@ -124,6 +124,7 @@ func stopped(t *testing.T, s *flowv1.Session, want string) *flowv1.Session {
 // alice with `kubectl journey resume`, the command its Stalled condition names; the
 // intervention carries her name, and the Session answers the next message.
 func TestResumeAnswersTheNextMessage(t *testing.T) {
+	t.Parallel()
 	ns := testEnv.Namespace(t)
 	// alice edits journeys in this namespace too.
 	if err := admin.Create(context.Background(), &rbacv1.RoleBinding{
@@ -224,6 +225,7 @@ func TestResumeAnswersTheNextMessage(t *testing.T) {
 // TestInterventionsAdmission: by is stamped with the caller and a forged one is
 // refused; what cannot apply and the object tells is refused, naming the field.
 func TestInterventionsAdmission(t *testing.T) {
+	t.Parallel()
 	s := newSession(t, draftDecision())
 	if err := intervene("alice", s, `{"id":"i-1","action":"Goto","pathway":"review","reason":"skip ahead"}`); err != nil {
 		t.Fatalf("alice going to review: %v", err)
@@ -264,6 +266,7 @@ func TestInterventionsAdmission(t *testing.T) {
 // user for a form is refused at admission when its fields do not fill in the form,
 // the error naming the field, and stamped with who answered when they do.
 func TestElicitationAnswerAdmission(t *testing.T) {
+	t.Parallel()
 	s := newSession(t, nil)
 	s.Status.Phase = flowv1.PhaseWaitingForInput
 	s.Status.Turn = &flowv1.TurnProgress{Trigger: flowv1.TurnEntry, Stage: flowv1.StageRun, Pathway: "draft",

@@ -66,6 +66,7 @@ spec:
 // CEL, pointing at it with a caret; the stored object is left as it was. A Journey
 // whose Pathways do not exist yet is accepted with a warning.
 func TestJourneyAndPathwayAdmission(t *testing.T) {
+	t.Parallel()
 	ns := testEnv.Namespace(t)
 	if out, ok := kubectl(t, ns, greetPathway+"---\n"+askPathway+"---\n"+careJourney, "apply", "-f", "-"); !ok {
 		t.Fatalf("applying a valid journey: %s", out)

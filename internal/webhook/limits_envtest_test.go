@@ -85,6 +85,7 @@ func setLimits(ns, name string, l *flowv1.SessionLimits) error {
 // BudgetExceeded. An override below what was spent is refused, naming the Session
 // and the limit; one above it lets the stalled turn go on.
 func TestBudgetStallAndOverride(t *testing.T) {
+	t.Parallel()
 	ns := testEnv.Namespace(t)
 	cs := testenv.NewChatServer(t, func(testenv.ChatRequest) testenv.Reply {
 		return testenv.Reply{Content: `{"reply":"noted","outcome":"success","complete":false}`, Usage: testenv.Usage{Prompt: 1000, Completion: 100}}

@@ -26,6 +26,7 @@ func postOutcome(s *flowv1.Session, pathway string) error {
 // does not have. The pathway is the one the Session runs on: its pinned revision's,
 // else the live Journey's. An outcome whose Journey cannot be read is let through.
 func TestOutcomesAreOnlyForExternalPathways(t *testing.T) {
+	t.Parallel()
 	// No revision pinned yet: the live Journey, where draft is External.
 	s := newSession(t, nil)
 	if err := postOutcome(s, "draft"); err != nil {

@@ -9,6 +9,7 @@ import (
 // compile is refused at admission with a caret, one that reads a count that does not
 // exist names the counts there are, and a valid one is accepted.
 func TestRolloutConditionsAdmission(t *testing.T) {
+	t.Parallel()
 	ns := testEnv.Namespace(t)
 	if out, ok := kubectl(t, ns, greetPathway+"---\n"+askPathway, "apply", "-f", "-"); !ok {
 		t.Fatalf("applying the pathways: %s", out)

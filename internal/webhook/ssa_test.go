@@ -79,6 +79,7 @@ func setDecision(t *testing.T, d *flowv1.DecisionRecord) {
 // plugin appended to both lists keeps what the plugin appended and the stamps of the
 // webhook, and passes the append-only rules.
 func TestForcedServerSideApplyKeepsAppendedItems(t *testing.T) {
+	t.Parallel()
 	if err := applyFile(t, sessionFile); err != nil {
 		t.Fatalf("applying the Session: %v", err)
 	}
@@ -120,6 +121,7 @@ func TestForcedServerSideApplyKeepsAppendedItems(t *testing.T) {
 // An approval without approve is refused by the API server: a client that forgets the
 // field does not send a rejection.
 func TestApprovalWithoutApproveIsRefused(t *testing.T) {
+	t.Parallel()
 	s := newSession(t, draftDecision())
 	_, err := approve("alice", s, flowv1.Approval{DecisionID: "d-3", Reason: "forgot approve"})
 	wantDenied(t, err, "spec.approvals[0].approve", "Required value")

@@ -25,6 +25,7 @@ import (
 // Session stalls with BudgetExceeded, the turn in progress. Raising
 // spec.limits.budget.maxToolCalls on the Session makes the second call.
 func TestToolCallBudgetStallAndOverride(t *testing.T) {
+	t.Parallel()
 	ns := testEnv.Namespace(t)
 	ctx := context.Background()
 	c := clinic.New()

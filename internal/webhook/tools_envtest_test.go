@@ -19,6 +19,7 @@ func toolCallDecision() *flowv1.DecisionRecord {
 // TestToolCallApprovals: a tool call waiting for approval is answered like a decision:
 // stamped, forgeries refused, and the pathway's approvers apply.
 func TestToolCallApprovals(t *testing.T) {
+	t.Parallel()
 	s := newSession(t, toolCallDecision())
 	_, err := approve("carol", s, flowv1.Approval{DecisionID: "t-7-1", Approve: ptr.To(true), By: "dave"})
 	wantDenied(t, err, "approval forged")
