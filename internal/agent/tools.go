@@ -43,7 +43,9 @@ type ToolRequest struct {
 
 // ToolHooks are how a tool call answers what its server sends during the call.
 type ToolHooks struct {
-	// Progress, when set, is told the server's progress notifications.
+	// Progress, when set, is told the server's progress notifications while the
+	// call is in flight, in order; it is never told after the call returned (a
+	// notification still queued when the result arrives is dropped).
 	Progress func(ToolProgress)
 	// Sample, when set, answers the server's sampling requests.
 	Sample func(ctx context.Context, req SampleRequest) (SampleResponse, error)

@@ -23,10 +23,13 @@ func interactiveServer(t *testing.T, server *mcp.Server) *flowv1.ToolServer {
 	return &flowv1.ToolServer{Name: "interactive", URL: srv.URL}
 }
 
-// TestProgressAndStructuredContent: a server's progress notifications reach the
-// call's Progress hook in order, and a result with structured content is that
-// content, not its text.
+// TestProgressAndStructuredContent: the progress notifications a server sends while
+// its call is in flight reach the call's Progress hook in order, and a result with
+// structured content is that content, not its text. (A notification still queued
+// when the result arrives is dropped, never told after the call: the server here
+// answers once the hook has had all three.)
 func TestProgressAndStructuredContent(t *testing.T) {
+	told := make(chan struct{}, 3)
 	s := mcp.NewServer(&mcp.Implementation{Name: "reports"}, nil)
 	s.AddTool(&mcp.Tool{Name: "report", InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -34,6 +37,13 @@ func TestProgressAndStructuredContent(t *testing.T) {
 				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(),
 					Progress: float64(i), Total: 3, Message: fmt.Sprintf("page %d of 3", i)}); err != nil {
 					return nil, err
+				}
+			}
+			for range 3 {
+				select {
+				case <-told:
+				case <-ctx.Done():
+					return nil, ctx.Err()
 				}
 			}
 			return &mcp.CallToolResult{
@@ -49,6 +59,7 @@ func TestProgressAndStructuredContent(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			got = append(got, p)
+			told <- struct{}{}
 		}}})
 	if err != nil || res.Error != "" {
 		t.Fatalf("report: %v %q", err, res.Error)

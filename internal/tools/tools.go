@@ -37,10 +37,17 @@ const (
 )
 
 // Caller calls tools. Secrets reads the Secrets of header values; HTTPClient, when set,
-// is the base of the clients it makes (its Transport is kept).
+// is the base of the clients it makes (its Transport is kept). A Caller reuses the
+// MCP sessions of its calls (sessions.go); IdleTimeout is how long it keeps an idle
+// one open (zero: DefaultIdleTimeout). Close closes the idle sessions.
 type Caller struct {
-	Secrets    client.Reader
-	HTTPClient *http.Client
+	Secrets     client.Reader
+	HTTPClient  *http.Client
+	IdleTimeout time.Duration
+
+	mu   sync.Mutex
+	idle map[sessionKey][]*session // idle sessions, oldest first
+	now  func() time.Time          // tests: the clock of idle timeouts
 }
 
 // CallTool makes one tool call: a builtin tool is evaluated, a server tool is called
@@ -54,18 +61,13 @@ func (c *Caller) CallTool(ctx context.Context, namespace string, req agent.ToolR
 			Err: fmt.Errorf("tool %s names no server", req.Tool)}
 	}
 	start := time.Now()
-	sampled := &sampledUsage{}
 	// A request for input the user has not answered yet ends the attempt: the
 	// call is abandoned (the server's request fails and the call is cancelled),
 	// and made again, same key, once the user answered.
 	ctx, abandon := context.WithCancel(ctx)
 	defer abandon()
 	el := &elicitor{given: req.Elicitations, abandon: abandon}
-	session, err := c.connect(ctx, namespace, req.Server, req.IdempotencyKey, clientOptions(req.Hooks, sampled, el))
-	if err != nil {
-		return agent.ToolResponse{}, err
-	}
-	defer func() { _ = session.Close() }()
+	call := &callState{ctx: ctx, tool: req.Tool, key: req.IdempotencyKey, hooks: req.Hooks, el: el, sampled: &sampledUsage{}}
 	params := &mcp.CallToolParams{
 		Meta:      mcp.Meta{IdempotencyKeyMeta: req.IdempotencyKey},
 		Name:      req.ServerTool,
@@ -75,14 +77,14 @@ func (c *Caller) CallTool(ctx context.Context, namespace string, req agent.ToolR
 		// The server may report progress against the call's key.
 		params.SetProgressToken(req.IdempotencyKey)
 	}
-	res, err := session.CallTool(ctx, params)
+	res, err := c.call(ctx, namespace, req.Server, call, params)
 	if asked := el.pending(); asked != nil {
-		return agent.ToolResponse{DurationMs: time.Since(start).Milliseconds(), Usage: sampled.get(), Elicitation: asked}, nil
+		return agent.ToolResponse{DurationMs: time.Since(start).Milliseconds(), Usage: call.sampled.get(), Elicitation: asked}, nil
 	}
 	if err != nil {
-		return agent.ToolResponse{}, transient(req.Tool, fmt.Errorf("calling tool %s on server %s: %w", req.ServerTool, req.Server.Name, err))
+		return agent.ToolResponse{}, err
 	}
-	out := agent.ToolResponse{DurationMs: time.Since(start).Milliseconds(), Usage: sampled.get()}
+	out := agent.ToolResponse{DurationMs: time.Since(start).Milliseconds(), Usage: call.sampled.get()}
 	if res.IsError {
 		out.Error = text(res)
 		return out, nil
@@ -94,6 +96,41 @@ func (c *Caller) CallTool(ctx context.Context, namespace string, req agent.ToolR
 	return out, nil
 }
 
+// call makes call on a session of server: an idle one when there is one, else a new
+// one. A reused session the server no longer knows is closed and the call made again
+// on a new one. The session is kept for the next call only when the call went well.
+func (c *Caller) call(ctx context.Context, namespace string, server *flowv1.ToolServer, call *callState, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	headers, err := c.headers(ctx, namespace, server)
+	if err != nil {
+		return nil, err
+	}
+	key := keyOf(namespace, server, headers, timeoutOf(server), call.hooks != nil && call.hooks.Sample != nil)
+	s := c.take(key)
+	reused := s != nil
+	if !reused {
+		if s, err = c.open(ctx, server, headers, key, call); err != nil {
+			return nil, err
+		}
+	}
+	res, err := s.callTool(ctx, call, params)
+	if err != nil && reused && stale(err) && call.el.pending() == nil && ctx.Err() == nil {
+		_ = s.mcp.Close()
+		if s, err = c.open(ctx, server, headers, key, call); err != nil {
+			return nil, err
+		}
+		res, err = s.callTool(ctx, call, params)
+	}
+	if err != nil || call.el.pending() != nil {
+		_ = s.mcp.Close()
+		if err != nil {
+			return nil, transient(call.tool, fmt.Errorf("calling tool %s on server %s: %w", params.Name, server.Name, err))
+		}
+		return res, nil
+	}
+	c.put(s)
+	return res, nil
+}
+
 // List lists the tools of server (MCP tools/list, every page).
 func (c *Caller) List(ctx context.Context, namespace string, server *flowv1.ToolServer) ([]*mcp.Tool, error) {
 	// A server may offer some tools only to clients that can answer its sampling
@@ -103,7 +140,7 @@ func (c *Caller) List(ctx context.Context, namespace string, server *flowv1.Tool
 	if server.Sampling != nil {
 		opts.Capabilities.Sampling = &mcp.SamplingCapabilities{} //nolint:staticcheck // sampling is deprecated from protocol 2026-07-28 and still served; servers use it
 	}
-	session, err := c.connect(ctx, namespace, server, "", opts)
+	session, err := c.connect(ctx, namespace, server, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -118,20 +155,38 @@ func (c *Caller) List(ctx context.Context, namespace string, server *flowv1.Tool
 	return tools, nil
 }
 
-// connect opens an MCP session with server, sending its headers and, when set, key
-// as the Idempotency-Key header on every request.
-func (c *Caller) connect(ctx context.Context, namespace string, server *flowv1.ToolServer, key string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
+// connect opens an MCP session with server for one listing.
+func (c *Caller) connect(ctx context.Context, namespace string, server *flowv1.ToolServer, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
 	headers, err := c.headers(ctx, namespace, server)
 	if err != nil {
 		return nil, err
 	}
-	if key != "" {
-		headers.Set(IdempotencyKeyHeader, key)
+	return c.dial(ctx, server, headers, nil, opts)
+}
+
+// open opens a session with server for call, and for the calls after it (see
+// sessions.go). The session carries call from its first request.
+func (c *Caller) open(ctx context.Context, server *flowv1.ToolServer, headers http.Header, key sessionKey, call *callState) (*session, error) {
+	s := &session{key: key}
+	s.carry(call)
+	defer s.carry(nil)
+	// The session outlives the call: it is opened without the call's context values
+	// (its span), which the connection would keep for the calls after it; the
+	// call's cancellation still stops the opening.
+	octx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	cs, err := c.dial(octx, server, headers, s.idempotencyKey, s.options(key.sampling))
+	if err != nil {
+		return nil, err
 	}
-	timeout := DefaultTimeout
-	if server.Timeout != nil && server.Timeout.Duration > 0 {
-		timeout = server.Timeout.Duration
-	}
+	s.mcp = cs
+	return s, nil
+}
+
+// dial opens an MCP session with server, sending headers on every request, and
+// key's answer, when key is set and answers, as the Idempotency-Key header.
+func (c *Caller) dial(ctx context.Context, server *flowv1.ToolServer, headers http.Header, key func() string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
 	base := http.DefaultTransport
 	if c.HTTPClient != nil && c.HTTPClient.Transport != nil {
 		base = c.HTTPClient.Transport
@@ -140,7 +195,7 @@ func (c *Caller) connect(ctx context.Context, namespace string, server *flowv1.T
 	base = tracing.Transport(base)
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:             server.URL,
-		HTTPClient:           &http.Client{Timeout: timeout, Transport: &withHeaders{base: base, headers: headers}},
+		HTTPClient:           &http.Client{Timeout: timeoutOf(server), Transport: &withHeaders{base: base, headers: headers, key: key}},
 		MaxRetries:           -1,
 		DisableStandaloneSSE: true,
 	}
@@ -152,29 +207,12 @@ func (c *Caller) connect(ctx context.Context, namespace string, server *flowv1.T
 	return session, nil
 }
 
-// clientOptions are the options of the client that makes a call with hooks: the
-// handlers of what the server may send during the call. The server's requests for
-// input go to el.
-func clientOptions(hooks *agent.ToolHooks, sampled *sampledUsage, el *elicitor) *mcp.ClientOptions {
-	opts := &mcp.ClientOptions{
-		Capabilities:       &mcp.ClientCapabilities{Elicitation: elicitationModes()},
-		ElicitationHandler: el.handle,
+// timeoutOf bounds one request to server.
+func timeoutOf(server *flowv1.ToolServer) time.Duration {
+	if server.Timeout != nil && server.Timeout.Duration > 0 {
+		return server.Timeout.Duration
 	}
-	if hooks == nil {
-		return opts
-	}
-	if hooks.Sample != nil {
-		opts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) { //nolint:staticcheck // sampling is deprecated from protocol 2026-07-28 and still served; servers use it
-			return sample(ctx, hooks.Sample, req.Params, sampled)
-		}
-	}
-	if hooks.Progress != nil {
-		opts.ProgressNotificationHandler = func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-			p := req.Params
-			hooks.Progress(agent.ToolProgress{Progress: p.Progress, Total: p.Total, Message: p.Message})
-		}
-	}
-	return opts
+	return DefaultTimeout
 }
 
 // sample answers a server's sampling request with hook, adding what it used to
@@ -244,16 +282,23 @@ func (c *Caller) headers(ctx context.Context, namespace string, server *flowv1.T
 	return h, nil
 }
 
-// withHeaders adds headers to every request.
+// withHeaders adds headers to every request, and the key of the call in flight, if
+// any, as the Idempotency-Key header.
 type withHeaders struct {
 	base    http.RoundTripper
 	headers http.Header
+	key     func() string
 }
 
 func (t *withHeaders) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
 	for k, v := range t.headers {
 		req.Header[k] = v
+	}
+	if t.key != nil {
+		if key := t.key(); key != "" {
+			req.Header.Set(IdempotencyKeyHeader, key)
+		}
 	}
 	return t.base.RoundTrip(req)
 }
