@@ -12,6 +12,7 @@ package v1alpha1
 //	status.context         C
 //	status.contextHistory  ContextHistoryBytes(C) = C/4
 //	status.history         MaxHistoryBytes
+//	status.interventions   MaxInterventionRecordsBytes
 //	status.journal         MaxJournalBytes
 //	conversation transcript Limits.TranscriptBytes (limits.maxTranscriptBytes), with
 //	                       lastTurn.replies (every reply of the last turn, at most
@@ -50,7 +51,15 @@ const (
 	InterventionOverheadBytes = 80
 	// MaxHistoryBytes bounds status.history: the oldest transitions are dropped past it
 	// (the newest is always kept; an entry's reason is at most 1 KiB).
-	MaxHistoryBytes = 16384
+	MaxHistoryBytes = 12288
+	// MaxInterventionRecordsBytes bounds status.interventions: the oldest records are
+	// dropped past it or past MaxInterventionRecords (the newest is always kept; it
+	// holds the largest intervention spec.interventions takes).
+	MaxInterventionRecordsBytes = 4096
+	// MaxInterventionRecords bounds the count of status.interventions.
+	MaxInterventionRecords = 64
+	// MaxRefusalBytes is where the message of a refused intervention's record is cut.
+	MaxRefusalBytes = 512
 	// MaxJournalBytes bounds status.journal: the oldest answers are dropped past it.
 	MaxJournalBytes = 24576
 	// MaxAnswerBytes is what one agent answer is assumed to take at most in status
@@ -108,7 +117,7 @@ func ContextHistoryBytes(contextBytes int) int { return contextBytes / 4 }
 // by the formula above.
 func (l Limits) MaxObjectBytes() int {
 	c := l.ContextBytes()
-	return MaxMessagesBytes + MaxOutcomesBytes + MaxApprovalsBytes + MaxInterventionsBytes + c + c + ContextHistoryBytes(c) + MaxHistoryBytes +
+	return MaxMessagesBytes + MaxOutcomesBytes + MaxApprovalsBytes + MaxInterventionsBytes + c + c + ContextHistoryBytes(c) + MaxHistoryBytes + MaxInterventionRecordsBytes +
 		MaxJournalBytes + l.TranscriptBytes() + 3*MaxAnswerBytes + FixedBytes
 }
 

@@ -93,3 +93,15 @@ func (s *SessionStatus) MoveAtOrBefore(step int64) (entry *HistoryEntry, ok, kep
 	}
 	return nil, false, moves == int(s.Transitions)
 }
+
+// InterventionRecord returns the record of the processed intervention id in
+// status.interventions, nil when it holds none (not processed yet, or its record
+// was dropped).
+func (s *SessionStatus) InterventionRecord(id string) *InterventionRecord {
+	for i := len(s.Interventions) - 1; i >= 0; i-- {
+		if s.Interventions[i].Intervention.ID == id {
+			return &s.Interventions[i]
+		}
+	}
+	return nil
+}

@@ -121,8 +121,8 @@ type SessionSpec struct {
 	// it (a cap, loop prevention, the retry limit, a timeout, a failure), Retry
 	// runs the current pathway's last turn again, Goto moves it to another
 	// pathway, Rewind restores it to how it was after an earlier step. One that
-	// cannot apply is refused (a Warning Event and the Session's conditions say
-	// why) and still counts as processed. Answer answers a tool call that waits
+	// cannot apply is refused (an InterventionRefused Event and its record in
+	// status.interventions say why) and still counts as processed. Answer answers a tool call that waits
 	// on a person (a call whose outcome is unknown, or whose server asked for
 	// input) and applies while the turn is in progress. Append-only, keyed
 	// by id. A processed prefix may be dropped, in the same update that
@@ -459,6 +459,40 @@ type Intervention struct {
 	Content *apiextensionsv1.JSON `json:"content,omitempty"`
 }
 
+// InterventionResult is what became of a processed intervention.
+// +kubebuilder:validation:Enum=Applied;Refused
+type InterventionResult string
+
+const (
+	// InterventionApplied: the intervention applied (status.history has its
+	// entry).
+	InterventionApplied InterventionResult = "Applied"
+	// InterventionRefused: the intervention could not apply and changed nothing
+	// but the count of processed interventions; the record's message says why.
+	InterventionRefused InterventionResult = "Refused"
+)
+
+// InterventionRecord is an intervention as the step that processed it
+// recorded it.
+type InterventionRecord struct {
+	// step is status.step of the step that processed the intervention.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Step int64 `json:"step"`
+	// result is Applied or Refused.
+	// +required
+	Result InterventionResult `json:"result"`
+	// message says why a refused intervention could not apply.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message,omitempty"`
+	// intervention is the intervention as spec.interventions held it when it
+	// was processed (its action, arguments and who sent it), kept after it
+	// leaves spec.interventions.
+	// +required
+	Intervention Intervention `json:"intervention"`
+}
+
 // SessionStatus is where a Session is and how it got there.
 type SessionStatus struct {
 	// phase is the lifecycle phase; the conditions say the same for tools
@@ -524,6 +558,17 @@ type SessionStatus struct {
 	// refused, counted from the first one ever sent (dropped ones included).
 	// +optional
 	ProcessedInterventions int32 `json:"processedInterventions,omitempty"`
+	// interventions records the interventions processed, applied or refused,
+	// oldest first: each whole, with the step that processed it and, when
+	// refused, why. A refusal is reported here and by an InterventionRefused
+	// Event; it is not a turn, so it leaves lastTurn and TurnFailed alone. The
+	// newest records are kept within 4 KiB and 64 entries. A replay of the
+	// Session (kubectl journey upgrade, fork) gives each intervention again at
+	// its step, whether spec.interventions still holds it or not.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Interventions []InterventionRecord `json:"interventions,omitempty"`
 	// interventionLimits are the caps Resume interventions raised (their
 	// limits, merged in order). They override the Journey's limits as
 	// spec.limits does; where both set a cap, the higher applies.
@@ -720,7 +765,9 @@ const (
 	TurnEntry           TurnTrigger = "Entry"
 	TurnExternalOutcome TurnTrigger = "Outcome"
 	TurnApproval        TurnTrigger = "Approval"
-	// TurnIntervention: an intervention that could not apply, recorded with why.
+	// TurnIntervention: an intervention that could not apply, recorded with why
+	// by earlier versions of the operator; a refusal is now recorded in
+	// status.interventions and is not a turn.
 	TurnIntervention TurnTrigger = "Intervention"
 )
 

@@ -26,6 +26,13 @@ func trimHistory(history []flowv1.HistoryEntry, count int) []flowv1.HistoryEntry
 	return keepNewest(history, count, flowv1.MaxHistoryBytes, true)
 }
 
+// trimInterventions keeps the newest records of status.interventions within
+// flowv1.MaxInterventionRecords and flowv1.MaxInterventionRecordsBytes; the newest one
+// is always kept.
+func trimInterventions(records []flowv1.InterventionRecord) []flowv1.InterventionRecord {
+	return keepNewest(records, flowv1.MaxInterventionRecords, flowv1.MaxInterventionRecordsBytes, true)
+}
+
 // keepNewest keeps the newest entries of list within count entries and maxBytes (the
 // list's JSON: each entry's StoredBytes and the brackets), dropping the oldest. With
 // newestAlways, the newest entry is kept even when it alone passes maxBytes (the

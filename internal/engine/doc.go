@@ -238,10 +238,12 @@
 // spec.interventions are a person's acts, applied in order, one a step, each exactly
 // once: status.processedInterventions counts them, applied or refused, so a repeated
 // step never applies one twice. An applied one is a history entry with source Human,
-// its action, by and reason (Event Intervened); a refused one changes nothing but a
-// PolicyDenied turn in lastTurn saying why (a failure of the held turn while a cap
-// holds one; Warning Event InterventionRefused). Completed and Cancelled Sessions
-// refuse every intervention.
+// its action, by and reason (Event Intervened); a refused one changes nothing but the
+// count (Warning Event InterventionRefused saying why). It is not a turn: lastTurn and
+// TurnFailed stay as the last turn left them. Either way status.interventions records
+// it whole, with its step, Applied or Refused and why (the newest within 4 KiB), so a
+// replay of the Session (package rebuild) gives it again at that step after it left
+// spec.interventions. Completed and Cancelled Sessions refuse every intervention.
 //
 //   - Resume lifts what stops the Session: a cap, loop prevention, the retry limit, a
 //     timeout or a failure, first raising the caps by its limits (kept in

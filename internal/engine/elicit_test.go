@@ -171,8 +171,8 @@ func TestElicitationAnswers(t *testing.T) {
 			s.intervene(iv)
 			s.settle()
 			if tc.refused != "" {
-				if !strings.Contains(failureMessages(s), tc.refused) {
-					t.Fatalf("failures %q, want %q", failureMessages(s), tc.refused)
+				if !strings.Contains(s.refusal(), tc.refused) {
+					t.Fatalf("refusal %q, want %q", s.refusal(), tc.refused)
 				}
 				if len(*sent) != 1 || s.st.Turn.ToolCalls[1].WaitingElicitation() == nil || s.st.Phase != flowv1.PhaseWaitingForInput {
 					t.Fatalf("a refused answer changed the wait: sent %d, call %s", len(*sent), dump(s.st.Turn.ToolCalls[1]))
@@ -232,8 +232,8 @@ func TestElicitationURLAndUnkeyedServer(t *testing.T) {
 	}
 	s.intervene(flowv1.Intervention{Action: flowv1.InterventionAnswer, Call: "t-2-1", Outcome: flowv1.AnswerAccept, Content: raw(`{"a": 1}`)})
 	s.settle()
-	if !strings.Contains(failureMessages(s), "a URL request takes no content") || len(*sent) != 1 {
-		t.Fatalf("failures %q, sent %d", failureMessages(s), len(*sent))
+	if !strings.Contains(s.refusal(), "a URL request takes no content") || len(*sent) != 1 {
+		t.Fatalf("refusal %q, sent %d", s.refusal(), len(*sent))
 	}
 	s.intervene(flowv1.Intervention{Action: flowv1.InterventionAnswer, Call: "t-2-1", Outcome: flowv1.AnswerAccept})
 	var again *Effect

@@ -30,6 +30,9 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 		a.ProcessedOutcomes == b.ProcessedOutcomes &&
 		a.ProcessedApprovals == b.ProcessedApprovals &&
 		a.ProcessedInterventions == b.ProcessedInterventions &&
+		slices.EqualFunc(a.Interventions, b.Interventions, func(x, y flowv1.InterventionRecord) bool {
+			return x.Step == y.Step && x.Result == y.Result && x.Message == y.Message && interventionEqual(&x.Intervention, &y.Intervention)
+		}) &&
 		limitsEqual(a.InterventionLimits, b.InterventionLimits) &&
 		timeEqual(a.SessionTimeoutFrom, b.SessionTimeoutFrom) &&
 		turnEqual(a.Turn, b.Turn) &&
@@ -164,6 +167,13 @@ func elicitationEqual(a, b flowv1.ToolElicitation) bool {
 	return a.Mode == b.Mode && a.Message == b.Message && jsonEqual(a.RequestedSchema, b.RequestedSchema) && a.URL == b.URL &&
 		a.ElicitationID == b.ElicitationID && timeEqual(a.AskedAt, b.AskedAt) && a.Answer == b.Answer && jsonEqual(a.Content, b.Content) &&
 		a.AnsweredBy == b.AnsweredBy
+}
+
+func interventionEqual(a, b *flowv1.Intervention) bool {
+	return a.ID == b.ID && a.Action == b.Action && a.Reason == b.Reason && a.By == b.By && limitsEqual(a.Limits, b.Limits) &&
+		a.Feedback == b.Feedback && a.Pathway == b.Pathway && (a.Step == nil) == (b.Step == nil) && (a.Step == nil || *a.Step == *b.Step) &&
+		a.Revision == b.Revision && a.Force == b.Force && a.Call == b.Call && a.Outcome == b.Outcome && a.Result == b.Result &&
+		jsonEqual(a.Content, b.Content)
 }
 
 func limitsEqual(a, b *flowv1.SessionLimits) bool {

@@ -30,7 +30,8 @@ func (r *run) answerPending() bool {
 }
 
 // intervene processes the next intervention: it applies, or it is refused with why
-// (still counted as processed).
+// (still counted as processed). Either way status.interventions records it whole, with
+// the step and, when refused, why, so that a replay gives it again at that step.
 func (r *run) intervene() {
 	st := r.st
 	st.ProcessedInterventions = max(st.ProcessedInterventions, r.spec.InterventionsDropped)
@@ -42,9 +43,11 @@ func (r *run) intervene() {
 		return
 	}
 	st.ProcessedInterventions++
+	rec := flowv1.InterventionRecord{Step: r.step, Result: flowv1.InterventionApplied, Intervention: *iv.DeepCopy()}
 	if why := r.apply(iv); why != "" {
-		r.refuse(iv, why)
+		rec.Result, rec.Message = flowv1.InterventionRefused, truncate.Bytes(why, flowv1.MaxRefusalBytes, "")
 	}
+	st.Interventions = trimInterventions(append(st.Interventions, rec))
 }
 
 // apply applies iv, or says why it cannot: then nothing of it applied.
@@ -349,21 +352,6 @@ func (r *run) recordIntervention(iv *flowv1.Intervention, from string, action fl
 		Intervention: iv.Action, By: iv.By})
 }
 
-// refuse records an intervention that could not apply as a PolicyDenied turn (or,
-// while a turn a cap stopped is kept, as a failure of that turn). Its Event is
-// InterventionRefused.
-func (r *run) refuse(iv *flowv1.Intervention, why string) {
-	st := r.st
-	f := flowv1.Failure{Source: flowv1.FailurePolicy, Component: interventionComponent + iv.ID, Kind: flowv1.FailurePolicyKind,
-		Message: truncate.Bytes(fmt.Sprintf("%s by %s refused: %s", iv.Action, who(iv.By), why), 1024, "")}
-	if st.Turn != nil && st.LastTurn != nil {
-		st.LastTurn.Failures = append(st.LastTurn.Failures, f)
-		return
-	}
-	st.LastTurn = &flowv1.TurnOutcome{Trigger: flowv1.TurnIntervention, Pathway: st.CurrentPathway,
-		FinishReason: flowv1.FinishPolicyDenied, Failures: []flowv1.Failure{f}}
-}
-
 // unblockHint ends the message of a condition that stops the Session (a block, a
 // failure) with the command that gets it going again, so that kubectl describe alone
 // tells a person what to run.
@@ -383,9 +371,6 @@ func (r *run) unblockHint(block string) string {
 	}
 	return ""
 }
-
-// interventionComponent prefixes the component of a refused intervention's failure.
-const interventionComponent = "intervention "
 
 func interventionReason(iv *flowv1.Intervention, what string) string {
 	if iv.Reason != "" {
@@ -421,7 +406,7 @@ func mergeLimits(a, b *flowv1.SessionLimits) *flowv1.SessionLimits {
 
 // interventionEvents are the Events of the interventions processed between old and
 // cur: Intervened for each applied one (from history), InterventionRefused (Warning)
-// for each refused one (from the last turn's failures).
+// for each refused one (from status.interventions).
 func interventionEvents(old, cur *flowv1.SessionStatus) []Event {
 	if cur.Step <= old.Step {
 		return nil
@@ -432,22 +417,17 @@ func interventionEvents(old, cur *flowv1.SessionStatus) []Event {
 			out = append(out, Event{EventNormal, flowv1.ReasonIntervened, fmt.Sprintf("%s by %s: %s", h.Intervention, who(h.By), h.Reason)})
 		}
 	}
-	for _, f := range newRefusals(old.LastTurn, cur.LastTurn) {
-		out = append(out, Event{EventWarning, flowv1.ReasonInterventionRefused, f.Message})
+	for _, rec := range cur.Interventions {
+		if rec.Step > old.Step && rec.Result == flowv1.InterventionRefused {
+			out = append(out, Event{EventWarning, flowv1.ReasonInterventionRefused, RefusalMessage(&rec)})
+		}
 	}
 	return out
 }
 
-// newRefusals are the refused interventions recorded in cur and not in old.
-func newRefusals(old, cur *flowv1.TurnOutcome) []flowv1.Failure {
-	if cur == nil {
-		return nil
-	}
-	var out []flowv1.Failure
-	for _, f := range cur.Failures {
-		if strings.HasPrefix(f.Component, interventionComponent) && (old == nil || !slices.Contains(old.Failures, f)) {
-			out = append(out, f)
-		}
-	}
-	return out
+// RefusalMessage says what intervention rec refused, who sent it and why: the message
+// of its InterventionRefused Event.
+func RefusalMessage(rec *flowv1.InterventionRecord) string {
+	iv := &rec.Intervention
+	return truncate.Bytes(fmt.Sprintf("%s by %s refused: %s", iv.Action, who(iv.By), rec.Message), 1024, "")
 }

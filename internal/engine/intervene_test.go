@@ -1,12 +1,15 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -20,6 +23,16 @@ func (s *session) intervene(iv flowv1.Intervention) *session {
 	iv.By = "alice"
 	s.spec.Interventions = append(s.spec.Interventions, iv)
 	return s
+}
+
+// refusal is why the last intervention processed was refused, "" when it applied
+// or none was processed.
+func (s *session) refusal() string {
+	n := len(s.st.Interventions)
+	if n == 0 || s.st.Interventions[n-1].Result != flowv1.InterventionRefused {
+		return ""
+	}
+	return s.st.Interventions[n-1].Message
 }
 
 // chatter is a conversation whose turns accumulate the messages in context.notes.
@@ -163,9 +176,12 @@ func TestInterventionsOnEveryBlock(t *testing.T) {
 				}
 				events := Events(old, s.st)
 				if want := refusal(c, action); want != "" {
-					lt := s.st.LastTurn
-					if lt == nil || len(lt.Failures) == 0 || !strings.Contains(lt.Failures[len(lt.Failures)-1].Message, want) {
-						t.Fatalf("want refused with %q, lastTurn %s", want, dump(lt))
+					if got := s.refusal(); !strings.Contains(got, want) {
+						t.Fatalf("want refused with %q, records %s", want, dump(s.st.Interventions))
+					}
+					// A refusal is not a turn: the last turn and TurnFailed stay as they were.
+					if !reflect.DeepEqual(s.st.LastTurn, old.LastTurn) || !reflect.DeepEqual(s.condition(flowv1.ConditionTurnFailed), apimeta.FindStatusCondition(old.Conditions, flowv1.ConditionTurnFailed)) {
+						t.Errorf("a refused intervention changed the last turn %s or TurnFailed %+v", dump(s.st.LastTurn), s.condition(flowv1.ConditionTurnFailed))
 					}
 					if !eventWith(events, EventWarning, flowv1.ReasonInterventionRefused, want) || eventWith(events, EventNormal, flowv1.ReasonIntervened, "") {
 						t.Errorf("events %+v", events)
@@ -326,16 +342,16 @@ func TestRetryFeedback(t *testing.T) {
 	// Nothing to retry before any turn ran; an External pathway is run by its executor.
 	s = newSession(t, conversation()).intervene(flowv1.Intervention{Action: flowv1.InterventionRetry})
 	s.settle()
-	if f := s.st.LastTurn.Failures; len(f) != 1 || !strings.Contains(f[0].Message, "nothing to retry") {
-		t.Errorf("lastTurn %s", dump(s.st.LastTurn))
+	if !strings.Contains(s.refusal(), "nothing to retry") {
+		t.Errorf("records %s", dump(s.st.Interventions))
 	}
 	s = newSession(t, workflow())
 	s.post("plan", 1, flowv1.ResultSuccess, "")
 	s.settle()
 	s.intervene(flowv1.Intervention{Action: flowv1.InterventionRetry})
 	s.settle()
-	if f := s.st.LastTurn.Failures; len(f) != 1 || !strings.Contains(f[0].Message, "is External") {
-		t.Errorf("lastTurn %s", dump(s.st.LastTurn))
+	if !strings.Contains(s.refusal(), "is External") {
+		t.Errorf("records %s", dump(s.st.Interventions))
 	}
 }
 
@@ -358,8 +374,8 @@ func TestGoto(t *testing.T) {
 	}
 	s.intervene(flowv1.Intervention{Action: flowv1.InterventionGoto, Pathway: "nowhere"})
 	s.step()
-	if f := s.st.LastTurn.Failures; len(f) != 1 || !strings.Contains(f[0].Message, `pathway "nowhere" is not in journey revision rev-1`) {
-		t.Errorf("lastTurn %s", dump(s.st.LastTurn))
+	if !strings.Contains(s.refusal(), `pathway "nowhere" is not in journey revision rev-1`) {
+		t.Errorf("records %s", dump(s.st.Interventions))
 	}
 	s.expect(flowv1.PhaseWaitingForInput, "faq")
 }
@@ -425,8 +441,8 @@ func TestRewind(t *testing.T) {
 	r.settle()
 	r.intervene(flowv1.Intervention{Action: flowv1.InterventionRewind, Step: ptr.To(int32(1))})
 	r.settle()
-	if f := r.st.LastTurn.Failures; len(f) != 1 || !strings.Contains(f[0].Message, "no longer kept") {
-		t.Errorf("lastTurn %s\nhistory %s", dump(r.st.LastTurn), dump(r.st.History))
+	if !strings.Contains(r.refusal(), "no longer kept") {
+		t.Errorf("records %s\nhistory %s", dump(r.st.Interventions), dump(r.st.History))
 	}
 }
 
@@ -438,4 +454,75 @@ func countKept(tr []flowv1.Exchange) int {
 		}
 	}
 	return n
+}
+
+// Every processed intervention is recorded whole in status.interventions, with the
+// step that processed it, Applied or Refused and why, in the write that processes it;
+// a refusal is not a turn (TurnFailed and lastTurn stay as the last turn left them, and
+// the next turn still sets TurnFailed from itself); the records stay within their
+// bound, the newest kept.
+func TestInterventionRecords(t *testing.T) {
+	s := newSession(t, conversation())
+	s.say("m1", "hi")
+	s.settle()
+	s.intervene(flowv1.Intervention{Action: flowv1.InterventionGoto, Pathway: "nowhere", Reason: "try"})
+	s.step()
+	refusedAt := s.st.Step
+	s.intervene(flowv1.Intervention{Action: flowv1.InterventionRetry, Feedback: "shorter"})
+	s.settle()
+	want := []flowv1.InterventionRecord{
+		{Step: refusedAt, Result: flowv1.InterventionRefused, Message: `pathway "nowhere" is not in journey revision rev-1`,
+			Intervention: flowv1.Intervention{ID: "i-1", Action: flowv1.InterventionGoto, Pathway: "nowhere", Reason: "try", By: "alice"}},
+		{Step: refusedAt + 1, Result: flowv1.InterventionApplied,
+			Intervention: flowv1.Intervention{ID: "i-2", Action: flowv1.InterventionRetry, Feedback: "shorter", By: "alice"}},
+	}
+	if !reflect.DeepEqual(s.st.Interventions, want) {
+		t.Fatalf("records %s\nwant %s", dump(s.st.Interventions), dump(want))
+	}
+	if h := s.st.History[len(s.st.History)-1]; h.Step != want[1].Step || h.Transition != "i-2" {
+		t.Errorf("the applied record's step is not its history entry's: %s", dump(h))
+	}
+
+	// A refusal after a failed turn leaves TurnFailed True with the turn's own
+	// failure; the next turn without a failure sets it False.
+	f := newSession(t, conversation(func(j *flowv1.JourneySpec) {
+		j.Agents = []flowv1.AgentSpec{{Name: "bot", Provider: flowv1.ProviderOpenAI, Model: "m"}}
+	}))
+	fail := true
+	f.answer = (&llm{pathway: func(agent.PathwayRequest) (agent.PathwayResponse, error) {
+		if fail {
+			return agent.PathwayResponse{}, &agent.Error{Class: agent.Invalid, Kind: flowv1.FailureValidation, Source: flowv1.FailureLLM, Err: errors.New("bad JSON")}
+		}
+		return agent.PathwayResponse{Reply: "ok"}, nil
+	}}).answer
+	f.say("m1", "hi")
+	f.settle()
+	failed := f.condition(flowv1.ConditionTurnFailed)
+	if failed == nil || failed.Status != metav1.ConditionTrue {
+		t.Fatalf("set-up: TurnFailed %+v", failed)
+	}
+	lastTurn := f.st.LastTurn.DeepCopy()
+	f.intervene(flowv1.Intervention{Action: flowv1.InterventionGoto, Pathway: "nowhere"})
+	f.settle()
+	if c := f.condition(flowv1.ConditionTurnFailed); f.refusal() == "" || !reflect.DeepEqual(c, failed) || !reflect.DeepEqual(f.st.LastTurn, lastTurn) {
+		t.Errorf("a refusal changed TurnFailed %+v or the last turn %s", c, dump(f.st.LastTurn))
+	}
+	fail = false
+	f.say("m2", "again")
+	f.settle()
+	if c := f.condition(flowv1.ConditionTurnFailed); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("after a turn without a failure TurnFailed is %+v", c)
+	}
+
+	// Many refusals with long reasons: the records keep the newest within their bound.
+	for i := range 80 {
+		s.intervene(flowv1.Intervention{Action: flowv1.InterventionGoto, Pathway: "nowhere", Reason: strings.Repeat("x", 400)})
+		s.step()
+		if n := len(s.st.Interventions); s.st.Interventions[n-1].Intervention.ID != fmt.Sprintf("i-%d", i+3) {
+			t.Fatalf("the newest record is %s, want i-%d", s.st.Interventions[n-1].Intervention.ID, i+3)
+		}
+	}
+	if n := StoredBytes(s.st.Interventions); n > flowv1.MaxInterventionRecordsBytes || len(s.st.Interventions) < 4 || len(s.st.Interventions) > flowv1.MaxInterventionRecords {
+		t.Errorf("%d records take %d bytes, over %d", len(s.st.Interventions), n, flowv1.MaxInterventionRecordsBytes)
+	}
 }

@@ -275,7 +275,7 @@ func Events(old, cur *flowv1.SessionStatus) []Event {
 	out = append(out, interventionEvents(old, cur)...)
 	out = append(out, timeoutEvents(old, cur)...)
 	if lt := cur.LastTurn; lt != nil && len(lt.Failures) > 0 && cur.Step > old.Step && !sameFailures(old.LastTurn, lt) &&
-		lt.Trigger != flowv1.TurnIntervention && len(newRefusals(old.LastTurn, lt)) == 0 {
+		lt.Trigger != flowv1.TurnIntervention {
 		_, blocked := Blocked(cur)
 		if !blocked && cur.Phase != flowv1.PhaseFailed {
 			msgs := make([]string, 0, len(lt.Failures))

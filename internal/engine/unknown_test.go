@@ -128,16 +128,16 @@ func TestOutcomeUnknownAskHuman(t *testing.T) {
 		s := lost(t)
 		s.intervene(flowv1.Intervention{Action: flowv1.InterventionResume})
 		s.settle()
-		if s.stalled() != flowv1.ReasonOutcomeUnknown || !strings.Contains(failureMessages(s), "kubectl journey answer") {
-			t.Fatalf("resume: stalled %q, failures %s", s.stalled(), failureMessages(s))
+		if s.stalled() != flowv1.ReasonOutcomeUnknown || !strings.Contains(s.refusal(), "kubectl journey answer") {
+			t.Fatalf("resume: stalled %q, refusal %s", s.stalled(), s.refusal())
 		}
 	})
 	t.Run("answer a call that does not wait", func(t *testing.T) {
 		s := lost(t)
 		s.intervene(flowv1.Intervention{Action: flowv1.InterventionAnswer, Call: "t-2-0", Outcome: flowv1.AnswerDone})
 		s.settle()
-		if s.stalled() != flowv1.ReasonOutcomeUnknown || !strings.Contains(failureMessages(s), "call t-2-1 waits for one") {
-			t.Fatalf("stalled %q, failures %s", s.stalled(), failureMessages(s))
+		if s.stalled() != flowv1.ReasonOutcomeUnknown || !strings.Contains(s.refusal(), "call t-2-1 waits for one") {
+			t.Fatalf("stalled %q, refusal %s", s.stalled(), s.refusal())
 		}
 	})
 	t.Run("done", func(t *testing.T) {

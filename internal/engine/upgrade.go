@@ -148,7 +148,9 @@ func (r *run) sessionName() string {
 // source's steps on it (ForkDiverged says whether they replay the same). The fork's
 // spec carries the source's messages and External outcomes up to the fork step, not
 // its approvals and interventions (they were a person's acts on the source): so it
-// counts none of those processed. It returns the fork's status; rebuilt is not
+// counts none of those processed. It keeps the source's records of the interventions
+// processed up to the fork step (status.interventions), as it keeps its history, so
+// that a replay of the fork gives them at their steps. It returns the fork's status; rebuilt is not
 // modified.
 func Fork(rebuilt *flowv1.SessionStatus, revision string, check *ReplayCheck, now time.Time) *flowv1.SessionStatus {
 	st := rebuilt.DeepCopy()

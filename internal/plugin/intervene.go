@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
+	"github.com/journeyops/journey-operator/internal/engine"
 )
 
 // InterventionRequest is a person's act on a Session: the action and the field that
@@ -275,15 +276,17 @@ type Outcome struct {
 }
 
 // interventionComponent prefixes, in status.lastTurn.failures, the component of the
-// failure that records why the controller refused an intervention ("intervention i-3").
+// failure that records why an earlier version of the controller refused an
+// intervention ("intervention i-3").
 const interventionComponent = "intervention "
 
 // outcomeOf says what became of sent once s has processed it. The history entries it
-// made come after the step it was sent at and name its action; a refusal is the last
-// turn's failure of component "intervention <id>", else a Warning Event about the
-// Session, from when it was sent on, that names the intervention (its id, or a reason
-// about interventions). Events are written after the status, so the Event is looked
-// for until ctx ends.
+// made come after the step it was sent at and name its action; a refusal is its
+// record in status.interventions (or, from an earlier version of the controller, the
+// last turn's failure of component "intervention <id>"), else a Warning Event about
+// the Session, from when it was sent on, that names the intervention (its id, or a
+// reason about interventions). Events are written after the status, so the Event is
+// looked for until ctx ends.
 func outcomeOf(ctx context.Context, c client.Client, s *flowv1alpha1.Session, sent *Sent, interval time.Duration) (Outcome, error) {
 	var o Outcome
 	for _, h := range s.Status.History {
@@ -292,6 +295,12 @@ func outcomeOf(ctx context.Context, c client.Client, s *flowv1alpha1.Session, se
 		}
 	}
 	if len(o.Entries) > 0 {
+		return o, nil
+	}
+	if rec := s.Status.InterventionRecord(sent.Intervention.ID); rec != nil && rec.Step > sent.StepBefore {
+		if rec.Result == flowv1alpha1.InterventionRefused {
+			o.Refused = engine.RefusalMessage(rec)
+		}
 		return o, nil
 	}
 	if lt := s.Status.LastTurn; lt != nil {

@@ -252,6 +252,105 @@ func TestUpgradeTwiceAndForkASessionCreatedWithItsMessage(t *testing.T) {
 	}
 }
 
+// A Session whose upgrade was blocked (R2 changes the question its turns asked) is
+// upgraded later to a compatible R3 without --force, after kubectl journey dropped the
+// refused Upgrade from spec.interventions; a fork of it after that upgrade is itself
+// upgraded and forked; a forced upgrade after a blocked one records the real
+// divergence. No request reaches the chat server.
+func TestUpgradeAfterABlockedOneAndAForkOfAFork(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
+	t.Parallel()
+	c := newRevisionsCluster(t)
+	ns := c.env.Namespace(t)
+	chat, _ := c.chatJourney(t, ns, nil)
+	c.env.Create(t, &flowv1alpha1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s1"},
+		Spec: flowv1alpha1.SessionSpec{JourneyRef: flowv1alpha1.JourneyReference{Name: "chat"}, Messages: []flowv1alpha1.Message{{ID: "m1", Text: "First."}}}})
+	between := func(n int32) func(*flowv1alpha1.Session) bool {
+		return func(s *flowv1alpha1.Session) bool {
+			return s.Status.ProcessedMessages == n && s.Status.Turn == nil && s.Status.Phase == flowv1alpha1.PhaseWaitingForInput
+		}
+	}
+	waitLive(t, c.env, ns, "s1", "to answer its first message", between(1))
+	if out, err := c.run(ns, "say", "s1", "Second."); err != nil {
+		t.Fatalf("say: %v\n%s", err, out)
+	}
+	waitLive(t, c.env, ns, "s1", "to answer both messages", between(2))
+	// revision makes the next ready revision: talk's instructions and the journey's
+	// fallback reply.
+	revision := func(instructions, fallback string) string {
+		return c.nextReady(t, ns, "chat", func() {
+			update(t, c, ns, "talk", &flowv1alpha1.Pathway{}, func(p *flowv1alpha1.Pathway) { p.Spec.Signature.Instructions = instructions })
+			update(t, c, ns, "chat", &flowv1alpha1.Journey{}, func(j *flowv1alpha1.Journey) { j.Spec.FallbackReply = fallback })
+		})
+	}
+	upgrade := func(session, to string, flags ...string) (*flowv1alpha1.Session, string, error) {
+		out, err := c.run(ns, append([]string{"upgrade", session, "--to-revision", to, "--wait", "--timeout", "30s"}, flags...)...)
+		return testenv.Get(t, c.env, ns, session, &flowv1alpha1.Session{}), out, err
+	}
+	before := chat.Calls()
+
+	r2 := revision("Answer in French.", "")
+	s, out, err := upgrade("s1", r2)
+	if err == nil || !strings.Contains(out, "refused") || !apimeta.IsStatusConditionTrue(s.Status.Conditions, flowv1alpha1.ConditionUpgradeBlocked) {
+		t.Fatalf("upgrade to the incompatible %s: %v\n%s\nconditions %+v", r2, err, out, s.Status.Conditions)
+	}
+	if rec := s.Status.InterventionRecord("i-1"); rec == nil || rec.Result != flowv1alpha1.InterventionRefused || rec.Step != s.Status.Step {
+		t.Fatalf("the refused Upgrade's record %+v (step %d)", rec, s.Status.Step)
+	}
+
+	r3 := revision("Answer the user.", "Sorry, try again.")
+	s, out, err = upgrade("s1", r3)
+	if err != nil || s.Status.JourneyRevision != r3 {
+		t.Fatalf("upgrade to the compatible %s after a blocked one: %v\n%s\non %s, UpgradeBlocked %+v", r3, err, out,
+			s.Status.JourneyRevision, apimeta.FindStatusCondition(s.Status.Conditions, flowv1alpha1.ConditionUpgradeBlocked))
+	}
+	if s.Spec.InterventionsDropped != 1 {
+		t.Fatalf("kubectl journey upgrade did not drop the refused Upgrade: spec.interventionsDropped %d", s.Spec.InterventionsDropped)
+	}
+	upgraded := s.Status.Step
+
+	// A fork after the upgrade inherits the records of both Upgrades; it is upgraded,
+	// and forked, in turn.
+	out, err = c.run(ns, "fork", "s1", "--at-step", fmt.Sprint(upgraded), "--name", "f1")
+	if err != nil || !strings.Contains(out, "session/f1 created") {
+		t.Fatalf("fork: %v\n%s", err, out)
+	}
+	f := waitLive(t, c.env, ns, "f1", "to be rebuilt", between(2))
+	if f.Status.Step != upgraded || f.Status.ProcessedInterventions != 0 || len(f.Status.Interventions) != 2 {
+		t.Fatalf("fork at step %d, processed interventions %d, records %+v; want step %d and the source's two records", f.Status.Step, f.Status.ProcessedInterventions, f.Status.Interventions, upgraded)
+	}
+	r5 := revision("Answer the user.", "Sorry, say it again.")
+	if f, out, err = upgrade("f1", r5); err != nil || f.Status.JourneyRevision != r5 {
+		t.Fatalf("upgrade of the fork to %s: %v\n%s\non %s", r5, err, out, f.Status.JourneyRevision)
+	}
+	out, err = c.run(ns, "fork", "f1", "--at-step", fmt.Sprint(upgraded), "--name", "f2")
+	if err != nil || !strings.Contains(out, "session/f2 created") {
+		t.Fatalf("fork of the fork: %v\n%s", err, out)
+	}
+	if f2 := waitLive(t, c.env, ns, "f2", "to be rebuilt", between(2)); f2.Status.Step != upgraded || f2.Status.JourneyRevision != r5 {
+		t.Fatalf("fork of the fork at step %d on %s, want step %d on %s", f2.Status.Step, f2.Status.JourneyRevision, upgraded, r5)
+	}
+
+	// Blocked again, then forced: the history entry gives the real divergence.
+	r4 := revision("Answer in German.", "Sorry, try again.")
+	if s, out, err = upgrade("s1", r4); err == nil {
+		t.Fatalf("upgrade to the incompatible %s moved the Session\n%s", r4, out)
+	}
+	if s, out, err = upgrade("s1", r4, "--force"); err != nil || s.Status.JourneyRevision != r4 {
+		t.Fatalf("forced upgrade to %s: %v\n%s", r4, err, out)
+	}
+	h := s.Status.History[len(s.Status.History)-1]
+	if h.Intervention != flowv1alpha1.InterventionUpgrade || !strings.Contains(h.Reason, "(forced; step ") ||
+		!strings.Contains(h.Reason, ": journal ") || !strings.Contains(h.Reason, "another question than the Session did") {
+		t.Errorf("the forced upgrade's history entry %+v does not give the divergence of the question", h)
+	}
+	if got := chat.Calls() - before; got != 0 {
+		t.Errorf("the upgrades and forks made %d requests to the chat server, want 0", got)
+	}
+}
+
 var forkSessionName = regexp.MustCompile(`"session":\{"name":"([^"]+)"`)
 
 // kubectl journey fork: a fork after step 4 of a Session whose turn called the model

@@ -1,7 +1,7 @@
 // Package rebuild replays a Session's steps on a journey revision offline: the
-// Session's inputs (messages, External outcomes, approvals and the interventions its
-// history records) are given to the pure engine in the order and at the steps the
-// Session took them, and every agent and tool call is answered from the Session's
+// Session's inputs (messages, External outcomes, approvals, and the interventions
+// status.interventions records, applied or refused) are given to the pure engine in
+// the order and at the steps the Session took them, and every agent and tool call is answered from the Session's
 // journal, never made. The steps are numbered as the Session numbered them, so the
 // questions, tool call ids and idempotency keys come out the same, and a journaled
 // answer answers the question of the same step with the same input hash.
@@ -71,7 +71,7 @@ const maxSteps = 100000
 // Replay replays the steps of src up to upTo (its current step when 0) on snap, the
 // compiled journey revision named revision. It fails, replaying nothing, when src
 // cannot be replayed at all: a step it has not taken, inputs or journal answers it no
-// longer holds, an intervention refused at a step it does not record.
+// longer holds, an intervention processed at a step it no longer records.
 func Replay(snap *engine.Snapshot, revision string, src Source, upTo int64) (*Result, error) {
 	live := src.Status
 	if upTo == 0 {
@@ -99,12 +99,11 @@ type replay struct {
 	live     *flowv1.SessionStatus
 	upTo     int64
 
-	spec   flowv1.SessionSpec // the inputs given so far
-	st     *flowv1.SessionStatus
-	taken  []bool                // journal records handed out
-	ivStep map[string]int64      // intervention id -> the step that applied it
-	ivs    []flowv1.Intervention // the Session's interventions, from the first ever sent
-	eager  bool                  // the Session took its first message in its first step
+	spec  flowv1.SessionSpec // the inputs given so far
+	st    *flowv1.SessionStatus
+	taken []bool      // journal records handed out
+	ivs   []processed // the interventions the Session processed, in order
+	eager bool        // the Session took its first message in its first step
 
 	diverged *engine.ReplayCheck
 	in       engine.Input // the input of the step being replayed
@@ -119,27 +118,16 @@ func newReplay(snap *engine.Snapshot, revision string, src Source, upTo int64) (
 		return nil, fmt.Errorf("session %s dropped its %d oldest journal answers (limits.maxJournal): a replay would have to call agents again", src.Name, live.JournalDropped)
 	}
 	r := &replay{snap: snap, revision: revision, src: src, live: live, upTo: upTo,
-		st: &flowv1.SessionStatus{}, taken: make([]bool, len(live.Journal)), ivStep: map[string]int64{}}
+		st: &flowv1.SessionStatus{}, taken: make([]bool, len(live.Journal))}
 	r.spec = flowv1.SessionSpec{JourneyRef: spec.JourneyRef, Limits: spec.Limits.DeepCopy()}
 	if spec.InitialContext != nil {
 		r.spec.InitialContext = spec.InitialContext.DeepCopy()
 	}
-	for _, h := range live.History {
-		if h.Intervention != "" && h.Transition != "" {
-			r.ivStep[h.Transition] = h.Step
-		}
-	}
-	dropped, err := droppedInterventions(src.Name, revision, spec, live)
+	ivs, err := processedInterventions(src.Name, revision, spec, live)
 	if err != nil {
 		return nil, err
 	}
-	r.ivs = slices.Concat(dropped, spec.Interventions)
-	for i := int32(0); i < live.ProcessedInterventions && int(i) < len(r.ivs); i++ {
-		iv := r.ivs[i]
-		if _, ok := r.ivStep[iv.ID]; !ok {
-			return nil, fmt.Errorf("intervention %s (%s) of session %s was refused, or applied at a step status.history no longer keeps: a replay cannot tell at which step to give it", iv.ID, iv.Action, src.Name)
-		}
-	}
+	r.ivs = ivs
 	r.eager = r.tookFirstMessage()
 	return r, nil
 }
@@ -188,7 +176,7 @@ func (r *replay) tookFirstMessage() bool {
 			spec.Messages = r.src.Inputs.Messages[:1]
 		}
 		_, eff := engine.Step(snap, engine.Input{Spec: &spec, Status: &flowv1.SessionStatus{}, Now: r.timeAt(1),
-			SessionName: r.src.Name, SessionUID: r.src.UID, CreationTime: r.src.Created})
+			SessionName: r.nameAt(1), SessionUID: r.uidAt(1), CreationTime: r.src.Created})
 		return eff
 	}
 	answers := func(eff *engine.Effect) bool {
@@ -209,39 +197,109 @@ func (r *replay) tookFirstMessage() bool {
 	return asks(revisions[0], false) == nil
 }
 
+// processed is an intervention the Session processed: at which step, and whether it
+// refused it.
+type processed struct {
+	flowv1.Intervention
+	step    int64
+	refused bool
+}
+
+// processedInterventions are the interventions the Session processed, in order, each
+// with the step that processed it, from status.interventions (its records) and
+// spec.interventions; history tells the step of an applied one whose record was
+// dropped. A fork starts with its source's records up to the fork step: those come
+// first (the source processed them; the fork counts only its own). It fails when one
+// cannot be placed.
+func processedInterventions(session, revision string, spec *flowv1.SessionSpec, live *flowv1.SessionStatus) ([]processed, error) {
+	var from int64 // the fork step: records and history entries up to it are the source's
+	if spec.ForkOf != nil {
+		from = spec.ForkOf.Step
+	}
+	var out []processed
+	records := live.Interventions
+	for len(records) > 0 && records[0].Step <= from {
+		out = append(out, processed{Intervention: *records[0].Intervention.DeepCopy(), step: records[0].Step, refused: records[0].Result == flowv1.InterventionRefused})
+		records = records[1:]
+	}
+	var history []flowv1.HistoryEntry
+	for _, h := range live.History {
+		if h.Step > from {
+			history = append(history, h)
+		}
+	}
+	step := map[string]int64{}
+	refused := map[string]bool{}
+	for _, h := range history {
+		if h.Intervention != "" && h.Transition != "" {
+			step[h.Transition] = h.Step
+		}
+	}
+	for _, rec := range records {
+		step[rec.Intervention.ID] = rec.Step
+		refused[rec.Intervention.ID] = rec.Result == flowv1.InterventionRefused
+	}
+	dropped, err := droppedInterventions(session, revision, spec, records, history)
+	if err != nil {
+		return nil, err
+	}
+	for i, iv := range slices.Concat(dropped, spec.Interventions) {
+		if i >= int(live.ProcessedInterventions) {
+			break
+		}
+		k, ok := step[iv.ID]
+		if !ok {
+			return nil, fmt.Errorf("intervention %s (%s) of session %s was processed at a step neither status.interventions (its newest %d records) nor status.history keeps any longer: a replay cannot tell at which step to give it",
+				iv.ID, iv.Action, session, len(live.Interventions))
+		}
+		out = append(out, processed{Intervention: *iv.DeepCopy(), step: k, refused: refused[iv.ID]})
+	}
+	return out, nil
+}
+
 // droppedInterventions rebuilds the processed interventions a client dropped from the
 // front of spec.interventions (spec.interventionsDropped counts them: kubectl journey
-// drops them when it appends the next one, and so does the controller's cache) from
-// status.history, in order. An Upgrade that applied is rebuilt whole from its history
-// entry: its id, who, and that it moved the Session, which is all a replay gives an
-// Upgrade (it moves; the replay runs every step on revision, which the rebuilt Upgrade
-// names). Any other intervention,
-// or one that was refused (it has no history entry), or whose entry history no longer
-// keeps, cannot be: the error says which.
-func droppedInterventions(session, revision string, spec *flowv1.SessionSpec, live *flowv1.SessionStatus) ([]flowv1.Intervention, error) {
+// drops them when it appends the next one, and so does the controller's cache), in
+// order, from their records. Older ones, whose records were dropped too, are rebuilt
+// from history when they are Upgrades that applied: their id, who, and that they moved
+// the Session, which is all a replay gives an Upgrade (it moves; the replay runs every
+// step on revision, which the rebuilt Upgrade names). Any other, or one history no
+// longer keeps, cannot be: the error says which.
+func droppedInterventions(session, revision string, spec *flowv1.SessionSpec, records []flowv1.InterventionRecord, history []flowv1.HistoryEntry) ([]flowv1.Intervention, error) {
 	if spec.InterventionsDropped == 0 {
 		return nil, nil
 	}
-	kept := map[string]bool{}
+	inSpec := map[string]bool{}
 	for _, iv := range spec.Interventions {
-		kept[iv.ID] = true
+		inSpec[iv.ID] = true
 	}
-	var out []flowv1.Intervention
-	for _, h := range live.History {
-		if h.Intervention == "" || h.Transition == "" || kept[h.Transition] || int32(len(out)) == spec.InterventionsDropped {
+	var recorded []flowv1.Intervention
+	for _, rec := range records {
+		if id := rec.Intervention.ID; !inSpec[id] {
+			recorded = append(recorded, *rec.Intervention.DeepCopy())
+			inSpec[id] = true
+		}
+	}
+	need := int(spec.InterventionsDropped) - len(recorded)
+	var older []flowv1.Intervention
+	for _, h := range history {
+		if len(older) >= need {
+			break
+		}
+		if h.Intervention == "" || h.Transition == "" || inSpec[h.Transition] {
 			continue
 		}
 		if h.Intervention != flowv1.InterventionUpgrade {
-			return nil, fmt.Errorf("session %s dropped its processed intervention %s (%s) from spec.interventions (spec.interventionsDropped is %d): a replay needs what it asked for, and status.history holds it whole only for an Upgrade",
+			return nil, fmt.Errorf("session %s dropped its processed intervention %s (%s) from spec.interventions (spec.interventionsDropped is %d) and status.interventions no longer keeps its record: a replay needs what it asked for, and status.history holds it whole only for an Upgrade",
 				session, h.Transition, h.Intervention, spec.InterventionsDropped)
 		}
-		out = append(out, flowv1.Intervention{ID: h.Transition, Action: flowv1.InterventionUpgrade, By: h.By, Revision: revision})
+		older = append(older, flowv1.Intervention{ID: h.Transition, Action: flowv1.InterventionUpgrade, By: h.By, Revision: revision})
 	}
-	if n := int32(len(out)); n < spec.InterventionsDropped {
-		return nil, fmt.Errorf("session %s dropped %d processed interventions from spec.interventions, and status.history holds %d of them: a refused intervention has no history entry, and history keeps only its newest limits.maxHistory entries, so a replay cannot tell what the others asked for or at which step",
-			session, spec.InterventionsDropped, n)
+	if len(older) < need {
+		return nil, fmt.Errorf("session %s dropped %d processed interventions from spec.interventions, and status.interventions and status.history hold %d of them (they keep their newest records and entries): a replay cannot tell what the others asked for or at which step",
+			session, spec.InterventionsDropped, len(recorded)+len(older))
 	}
-	return out, nil
+	return slices.Concat(older, recorded), nil
 }
 
 // run takes the replay's steps until step upTo, a divergence, or nothing more to do.
@@ -253,14 +311,16 @@ func (r *replay) run() {
 		k := r.st.Step + 1
 		r.revealInterventions(k)
 		in := engine.Input{Spec: &r.spec, Status: r.st, Now: r.timeAt(k),
-			SessionName: r.src.Name, SessionUID: r.src.UID, CreationTime: r.src.Created}
+			SessionName: r.nameAt(k), SessionUID: r.uidAt(k), CreationTime: r.src.Created}
 		degraded := r.degradedAt(k)
 		if degraded != nil {
 			in.ReplayDegraded = degraded.DegradedTo
 		}
-		if iv, ok := r.spec.InterventionAt(r.st.ProcessedInterventions); ok && iv.Action == flowv1.InterventionUpgrade {
+		if n := r.st.ProcessedInterventions; int(n) < len(r.ivs) && r.ivs[n].step == k && r.ivs[n].Action == flowv1.InterventionUpgrade && !r.ivs[n].refused {
+			iv := &r.ivs[n]
 			// Applied on the Session when it was checked: applied here. Which revision
-			// it came from is not the replay's.
+			// it came from is not the replay's. One the Session refused is given no
+			// verdict, so it is refused here too.
 			in.Upgrade = &engine.ReplayCheck{Revision: iv.Revision, Reproduces: true}
 			r.st = r.st.DeepCopy()
 			r.st.JourneyRevision = ""
@@ -329,19 +389,29 @@ func (r *replay) reveal() bool {
 	return true
 }
 
-// revealInterventions gives the replay the interventions the Session applied in step k.
+// revealInterventions gives the replay the interventions the Session processed in
+// step k.
 func (r *replay) revealInterventions(k int64) {
-	for {
-		n := len(r.spec.Interventions)
-		if n >= len(r.ivs) || n >= int(r.live.ProcessedInterventions) {
-			return
-		}
-		iv := r.ivs[n]
-		if r.ivStep[iv.ID] != k {
-			return
-		}
-		r.spec.Interventions = append(r.spec.Interventions, *iv.DeepCopy())
+	for n := len(r.spec.Interventions); n < len(r.ivs) && r.ivs[n].step == k; n++ {
+		r.spec.Interventions = append(r.spec.Interventions, *r.ivs[n].DeepCopy())
 	}
+}
+
+// nameAt and uidAt are the identity of the Session that took step k: a fork's steps
+// up to the fork step were its source's (they asked its agents and tools in the
+// source's name, with idempotency keys of the source's UID).
+func (r *replay) nameAt(k int64) string {
+	if f := r.src.Spec.ForkOf; f != nil && k <= f.Step {
+		return f.Session
+	}
+	return r.src.Name
+}
+
+func (r *replay) uidAt(k int64) string {
+	if f := r.src.Spec.ForkOf; f != nil && k <= f.Step {
+		return f.UID
+	}
+	return r.src.UID
 }
 
 // timeAt is when the Session took step k, as far as it records: the time of its last
@@ -386,6 +456,7 @@ func (r *replay) answer(step int64, eff *engine.Effect) *flowv1.EffectRecord {
 			r.compareJournal(step)
 			out := rec.DeepCopy()
 			out.InputHash = eff.InputHash
+			out.Rewound = false // a later Rewind marks it, when the replay takes it
 			return out
 		}
 		if other == nil {
@@ -445,6 +516,9 @@ func (r *replay) compareJournal(before int64) {
 // it: its history entries and its transcript exchanges.
 func (r *replay) compareStep(next *flowv1.SessionStatus) {
 	k := next.Step
+	if !r.compareInterventions(next) {
+		return
+	}
 	got, want := entriesAt(next.History, k), entriesAt(r.live.History, k)
 	if kept(r.live.History, k) {
 		for i := range max(len(got), len(want)) {
@@ -484,6 +558,41 @@ func (r *replay) compareStep(next *flowv1.SessionStatus) {
 			}
 		}
 	}
+}
+
+// compareInterventions compares the interventions step next.step processed with the
+// Session's records of them: one the Session refused is refused again, one it applied
+// applies again. A refused Upgrade's record keeps the Session's words (they name the
+// verdict of the Session's own check). It reports whether they agree.
+func (r *replay) compareInterventions(next *flowv1.SessionStatus) bool {
+	k := next.Step
+	for i := range next.Interventions {
+		got := &next.Interventions[i]
+		if got.Step != k {
+			continue
+		}
+		var want *flowv1.InterventionRecord
+		for j := range r.live.Interventions {
+			if rec := &r.live.Interventions[j]; rec.Step == k && rec.Intervention.ID == got.Intervention.ID {
+				want = rec
+			}
+		}
+		if want == nil {
+			continue // its record was dropped: history tells
+		}
+		field := fmt.Sprintf("status.interventions[%s].result", got.Intervention.ID)
+		switch {
+		case want.Result == flowv1.InterventionRefused && got.Result != flowv1.InterventionRefused:
+			r.diverge(k, field, fmt.Sprintf("the Session refused %s %s (%s), this revision applies it", want.Intervention.Action, want.Intervention.ID, want.Message))
+			return false
+		case want.Result != flowv1.InterventionRefused && got.Result == flowv1.InterventionRefused:
+			r.diverge(k, field, fmt.Sprintf("the Session applied %s %s, this revision refuses it: %s", want.Intervention.Action, want.Intervention.ID, got.Message))
+			return false
+		case got.Intervention.Action == flowv1.InterventionUpgrade:
+			got.Message = want.Message
+		}
+	}
+	return true
 }
 
 // compareStatus compares the replay's final status with the Session's.

@@ -13,6 +13,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
@@ -163,6 +164,19 @@ func reproduces(to string) *engine.ReplayCheck {
 	return &engine.ReplayCheck{Revision: to, Reproduces: true}
 }
 
+func diverges(to string) *engine.ReplayCheck {
+	return &engine.ReplayCheck{Revision: to, Step: 1, Field: "journal", Message: "differs"}
+}
+
+// results are the results of the records of processed interventions, in order.
+func results(records []flowv1.InterventionRecord) string {
+	var out []string
+	for _, rec := range records {
+		out = append(out, string(rec.Result))
+	}
+	return strings.Join(out, " ")
+}
+
 // Replayed on the revision it ran on, a Session's journal rebuilds its status after
 // every step it took, with no call, whichever way it was given its inputs: created
 // with its first message (the first step takes it), started then sent messages, moved
@@ -190,6 +204,30 @@ func TestReplayRebuildsEveryStep(t *testing.T) {
 			l := start(t, r1, "s", "First.").intervene(upgrade("chat-2"), reproduces("chat-2"), r2).add("Second.")
 			return l.dropInterventions().intervene(upgrade("chat-3"), reproduces("chat-3"), r3).add("Third.")
 		}, r3},
+		{"an Upgrade refused, then one that applies", func(t *testing.T) *live {
+			l := start(t, r1, "s", "First.").intervene(upgrade("chat-2"), diverges("chat-2"), r2).add("Second.")
+			return l.intervene(upgrade("chat-3"), reproduces("chat-3"), r3).add("Third.")
+		}, r3},
+		{"an Upgrade refused and dropped, then one that applies", func(t *testing.T) *live {
+			l := start(t, r1, "s", "First.").intervene(upgrade("chat-2"), diverges("chat-2"), r2).add("Second.")
+			return l.dropInterventions().intervene(upgrade("chat-3"), reproduces("chat-3"), r3).add("Third.")
+		}, r3},
+		{"Goto, Retry, Rewind, Resume and Answer, applied or refused, all dropped", func(t *testing.T) *live {
+			l := start(t, decide, "s", "Book me.")
+			l.intervene(flowv1.Intervention{Action: flowv1.InterventionGoto, Pathway: "talk", Reason: "not yet"}, nil, nil)
+			l.intervene(flowv1.Intervention{Action: flowv1.InterventionGoto, Pathway: "nowhere"}, nil, nil)
+			l.dropInterventions().add("Again.")
+			l.intervene(flowv1.Intervention{Action: flowv1.InterventionRewind, Step: ptr.To(int32(1))}, nil, nil)
+			l.intervene(flowv1.Intervention{Action: flowv1.InterventionAnswer, Call: "t-2-1", Outcome: flowv1.AnswerDone, Result: "booked"}, nil, nil)
+			l.dropInterventions().add("Once more.")
+			l.intervene(flowv1.Intervention{Action: flowv1.InterventionRetry, Feedback: "Say it in French."}, nil, nil)
+			l.intervene(flowv1.Intervention{Action: flowv1.InterventionResume}, nil, nil)
+			l.dropInterventions()
+			if got := results(l.s.Status.Interventions); got != "Applied Refused Applied Refused Applied Refused" {
+				t.Fatalf("set-up: the interventions were %s: %+v", got, l.s.Status.Interventions)
+			}
+			return l
+		}, decide},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := tc.live(t)
@@ -245,6 +283,8 @@ func TestReplayReportsTheFirstDivergence(t *testing.T) {
 	decide := compile(t, journey{name: "chat-1", change: decides("0.8")})
 	chat := start(t, r1, "s", "First.").add("Second.")
 	booked := start(t, decide, "b").add("Book me.")
+	// Goto done is refused on chat-1, which has no pathway done.
+	gone := start(t, r1, "g").intervene(flowv1.Intervention{Action: flowv1.InterventionGoto, Pathway: "done"}, nil, nil).add("First.")
 	firstCall := func(l *live) flowv1.EffectRecord { return l.s.Status.Journal[0] }
 	decidedAt := func(l *live) int64 {
 		for _, h := range l.s.Status.History {
@@ -284,6 +324,12 @@ func TestReplayReportsTheFirstDivergence(t *testing.T) {
 			step: decidedAt(booked), field: fmt.Sprintf("history[step %d]", decidedAt(booked)), message: "the Session took talk -> done (Advance) by onSuccess, this revision takes no transition"},
 		{name: "given the Session's revision, a lower autoAdvance asks nothing else", l: booked, own: decide,
 			to: journey{name: "chat-2", change: decides("0.7")}},
+		{name: "a Goto the Session refused applies where its pathway exists", l: gone,
+			to:   journey{name: "chat-2", change: decides("0.8")},
+			step: gone.s.Status.Interventions[0].Step, field: "status.interventions[i-1].result",
+			message: `the Session refused Goto i-1 (pathway "done" is not in journey revision chat-1), this revision applies it`},
+		{name: "a refused Goto is refused again", l: gone,
+			to: journey{name: "chat-2", change: func(j *flowv1.JourneySpec, _ *flowv1.PathwaySpec) { j.FallbackReply = "Sorry." }}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := tc.l.source()
@@ -340,18 +386,24 @@ func TestReplayRefuses(t *testing.T) {
 			l.s.Status.JournalDropped = 1
 			return l.source()
 		}, 0, "session s dropped its 1 oldest journal answers (limits.maxJournal)"},
-		{"a dropped Goto", func(t *testing.T) rebuild.Source {
-			l := start(t, compile(t, journey{name: "chat-1", change: decides("0.8")}), "s", "Book me.")
-			return l.intervene(flowv1.Intervention{Action: flowv1.InterventionGoto, Pathway: "talk"}, nil, nil).dropInterventions().source()
-		}, 0, "session s dropped its processed intervention i-1 (Goto) from spec.interventions (spec.interventionsDropped is 1)"},
-		{"a refused Upgrade", func(t *testing.T) rebuild.Source {
+		{"a dropped Goto whose record was dropped", func(t *testing.T) rebuild.Source {
 			l := start(t, r1, "s", "First.")
-			return l.intervene(upgrade("chat-2"), &engine.ReplayCheck{Revision: "chat-2", Step: 1, Field: "journal", Message: "differs"}, r2).source()
-		}, 0, "intervention i-1 (Upgrade) of session s was refused"},
-		{"a dropped refused Upgrade", func(t *testing.T) rebuild.Source {
+			l.intervene(flowv1.Intervention{Action: flowv1.InterventionGoto, Pathway: "talk"}, nil, nil).dropInterventions()
+			l.s.Status.Interventions = nil // as status.interventions drops its oldest records
+			return l.source()
+		}, 0, "session s dropped its processed intervention i-1 (Goto) from spec.interventions (spec.interventionsDropped is 1) and status.interventions no longer keeps its record"},
+		{"a refused Upgrade whose record was dropped", func(t *testing.T) rebuild.Source {
 			l := start(t, r1, "s", "First.")
-			return l.intervene(upgrade("chat-2"), &engine.ReplayCheck{Revision: "chat-2", Step: 1, Field: "journal", Message: "differs"}, r2).dropInterventions().source()
-		}, 0, "session s dropped 1 processed interventions from spec.interventions, and status.history holds 0 of them"},
+			l.intervene(upgrade("chat-2"), diverges("chat-2"), r2)
+			l.s.Status.Interventions = nil
+			return l.source()
+		}, 0, "intervention i-1 (Upgrade) of session s was processed at a step neither status.interventions (its newest 0 records) nor status.history keeps any longer"},
+		{"a dropped refused Upgrade whose record was dropped", func(t *testing.T) rebuild.Source {
+			l := start(t, r1, "s", "First.")
+			l.intervene(upgrade("chat-2"), diverges("chat-2"), r2).dropInterventions()
+			l.s.Status.Interventions = nil
+			return l.source()
+		}, 0, "session s dropped 1 processed interventions from spec.interventions, and status.interventions and status.history hold 0 of them"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := rebuild.Replay(r1, "chat-1", tc.src(t), tc.upTo)
@@ -459,4 +511,51 @@ func diff(path string, a, b any) string {
 func toJSON(v any) string {
 	raw, _ := json.Marshal(v)
 	return string(raw)
+}
+
+// A fork's steps up to the fork step were its source's: a replay of the fork asks
+// them in the source's name and gives the source's interventions (their records,
+// which the fork keeps) at their steps, so a fork of a Session whose upgrade was
+// blocked, then applied, replays the same and can be upgraded and forked in turn.
+func TestReplayOfAFork(t *testing.T) {
+	r1 := compile(t, journey{name: "chat-1"})
+	r2 := compile(t, journey{name: "chat-2", change: func(_ *flowv1.JourneySpec, talk *flowv1.PathwaySpec) {
+		talk.Signature.Instructions = "Answer in French."
+	}})
+	r3 := compile(t, journey{name: "chat-3", change: func(j *flowv1.JourneySpec, _ *flowv1.PathwaySpec) { j.FallbackReply = "Sorry." }})
+	r4 := compile(t, journey{name: "chat-4", change: func(j *flowv1.JourneySpec, _ *flowv1.PathwaySpec) { j.FallbackReply = "Sorry again." }})
+	src := start(t, r1, "s", "First.").intervene(upgrade("chat-2"), diverges("chat-2"), r2).add("Second.")
+	src.dropInterventions().intervene(upgrade("chat-3"), reproduces("chat-3"), r3)
+	at := src.s.Status.Step
+	rebuilt, err := rebuild.Replay(r3, "chat-3", src.source(), at)
+	if err != nil || !rebuilt.Check.Reproduces {
+		t.Fatalf("the source replays: %v, %+v", err, rebuilt)
+	}
+	f := &live{t: t, s: &flowv1.Session{}, revs: map[string]*engine.Snapshot{"chat-3": r3}, at: map[int64]*flowv1.SessionStatus{}}
+	f.s.Name, f.s.UID, f.s.CreationTimestamp = "f", "uid-f", metav1.NewTime(clock)
+	f.s.Spec = flowv1.SessionSpec{JourneyRef: src.s.Spec.JourneyRef, Messages: slices.Clone(src.s.Spec.Messages),
+		ForkOf: &flowv1.ForkSource{Session: "s", UID: string(src.s.UID), Step: at}}
+	f.s.Status = *engine.Fork(rebuilt.Status, "chat-3", nil, clock)
+	if got := results(f.s.Status.Interventions); got != "Refused Applied" || f.s.Status.ProcessedInterventions != 0 {
+		t.Fatalf("the fork's records %s, processed %d; want the source's two records and none of its own", got, f.s.Status.ProcessedInterventions)
+	}
+	f.add("Third.")
+	if f.s.Status.Step <= at || f.s.Status.ProcessedMessages != 3 {
+		t.Fatalf("set-up: the fork took step %d, %d messages", f.s.Status.Step, f.s.Status.ProcessedMessages)
+	}
+	for _, rev := range []*engine.Snapshot{r3, r4} {
+		res, err := rebuild.Replay(rev, rev.Revision(), f.source(), 0)
+		if err != nil || !res.Check.Reproduces {
+			t.Errorf("the fork on %s: %v, %+v", rev.Revision(), err, res)
+			continue
+		}
+		if res.Status.Step != f.s.Status.Step || res.Status.ProcessedMessages != 3 {
+			t.Errorf("the fork replayed on %s to step %d, %d messages", rev.Revision(), res.Status.Step, res.Status.ProcessedMessages)
+		}
+	}
+	// Its own Goto after the fork step is given at its step too.
+	f.intervene(flowv1.Intervention{Action: flowv1.InterventionGoto, Pathway: "talk"}, nil, nil).add("Fourth.")
+	if res, err := rebuild.Replay(r4, "chat-4", f.source(), 0); err != nil || !res.Check.Reproduces {
+		t.Errorf("the fork with its own Goto: %v, %+v", err, res)
+	}
 }
