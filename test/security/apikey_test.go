@@ -63,7 +63,31 @@ var logs = &syncBuffer{}
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(audit.CapVerbosity(zap.New(zap.WriteTo(logs), zap.Level(zapcore.Level(-verbosity))), audit.MaxLogVerbosity))
-	os.Exit(m.Run())
+	code := m.Run()
+	if sharedEnv != nil {
+		if err := sharedEnv.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping control plane:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+// The tests that need no particular API server configuration share one control plane,
+// started by the first of them; each works in a namespace of its own with a manager
+// restricted to it. The encryption cases start control planes of their own.
+var (
+	sharedOnce sync.Once
+	sharedEnv  *testenv.Environment
+	sharedErr  error
+)
+
+func controlPlane(t *testing.T) *testenv.Environment {
+	t.Helper()
+	sharedOnce.Do(func() { sharedEnv, sharedErr = testenv.Start() })
+	if sharedErr != nil {
+		t.Fatal(sharedErr)
+	}
+	return sharedEnv
 }
 
 // chatServer is an OpenAI-compatible endpoint that echoes the bearer token it receives
@@ -141,7 +165,7 @@ func TestAPIKeyAppearsNowhere(t *testing.T) {
 	secretPart := hex.EncodeToString(raw)
 	key := "sk-proj-" + secretPart
 
-	env := testenv.New(t)
+	env := controlPlane(t)
 	c := env.Client
 	ctx := context.Background()
 	const ns = "secrets"
@@ -152,7 +176,10 @@ func TestAPIKeyAppearsNowhere(t *testing.T) {
 		StringData: map[string]string{"apiKey": key}}); err != nil {
 		t.Fatal(err)
 	}
-	env.StartManager(t, testenv.ManagerOptions{Setup: func(mgr ctrl.Manager) error { return controller.Setup(mgr, controller.Options{}) }})
+	env.StartManager(t, testenv.ManagerOptions{
+		Namespaces: []string{ns},
+		Setup:      func(mgr ctrl.Manager) error { return controller.Setup(mgr, controller.Options{}) },
+	})
 
 	srv := chatServer(t)
 	journey(t, c, ns, "flaky", "flaky", srv.BaseURL())

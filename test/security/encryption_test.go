@@ -81,11 +81,14 @@ func TestConversationsAreEncryptedAtRest(t *testing.T) {
 		{"without an encryption config", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var opts []testenv.Option
+			// The control case runs on the shared control plane; each encrypting one
+			// starts its own, with the encryption config.
+			var env *testenv.Environment
 			if tc.provider != "" {
-				opts = append(opts, testenv.WithEncryptionProviderConfig(encryptionConfig(t, tc.provider)))
+				env = testenv.New(t, testenv.WithEncryptionProviderConfig(encryptionConfig(t, tc.provider)))
+			} else {
+				env = controlPlane(t)
 			}
-			env := testenv.New(t, opts...)
 			c := runConversation(t, env)
 			etcd := etcdClient(t, env)
 			session := etcdGet(t, etcd, "/registry/flow.journey.dev/sessions/"+c.namespace+"/"+c.session)

@@ -59,7 +59,7 @@ func TestNoConversationTextInEventsLogsOrTraces(t *testing.T) {
 	_, _ = rand.Read(raw)
 	inMessage, inContext := "MSG-"+hex.EncodeToString(raw), "INS-"+hex.EncodeToString(raw)
 
-	env := testenv.New(t)
+	env := controlPlane(t)
 	c := env.Client
 	ctx := context.Background()
 	ns := env.Namespace(t)

@@ -53,7 +53,7 @@ func TestToolHeaderAppearsNowhere(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	env := testenv.New(t)
+	env := controlPlane(t)
 	c := env.Client
 	ctx := context.Background()
 	ns := env.Namespace(t)
