@@ -163,6 +163,60 @@ func TestUpgradePolicyReplayCompatible(t *testing.T) {
 	}
 }
 
+// With upgradePolicy ReplayCompatible, a Session that refused interventions (a Goto to
+// a pathway its journey lacks, an Upgrade to a revision that does not exist), which
+// the manager's cache then drops from spec.interventions, still moves by itself to a
+// compatible revision: its replay refuses them again at their steps.
+func TestUpgradePolicyAfterRefusedInterventions(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	chat := testenv.NewChatServer(t, func(r testenv.ChatRequest) testenv.Reply {
+		return testenv.Answer(`{"reply": "Noted.", "outcome": "success", "complete": false}`)
+	})
+	opts := managerOptions(ns, Options{})
+	opts.Cache = CacheOptions(nil) // the manager's cache: it drops processed interventions
+	env.StartManager(t, opts)
+	p := &flowv1.Pathway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "talk"},
+		Spec:       flowv1.PathwaySpec{Agents: []flowv1.Name{"gpt"}, Signature: flowv1.Signature{Instructions: "Answer the user."}},
+	}
+	j := journeyOf(ns, "chat", p)
+	j.Spec.UpgradePolicy = flowv1.UpgradeReplayCompatible
+	j.Spec.Agents = []flowv1.AgentSpec{{Name: "gpt", Provider: flowv1.ProviderOpenAI, Model: "test-model", BaseURL: chat.BaseURL(), MaxRetries: ptr.To[int32](0)}}
+	create(t, p, j)
+	var first string
+	eventually(t, 30*time.Second, func() error {
+		if first = get(t, ns, "chat", &flowv1.Journey{}).Status.ReadyRevision; first == "" {
+			return fmt.Errorf("no ready revision")
+		}
+		return nil
+	})
+	create(t, sessionOf(ns, "s1", "chat"))
+	send(t, ns, "s1", "m1", "First.")
+	waitTurn(t, ns, "s1", 1)
+	intervene(t, ns, "s1", flowv1.Intervention{Action: flowv1.InterventionGoto, Pathway: "nowhere"})
+	intervene(t, ns, "s1", flowv1.Intervention{Action: flowv1.InterventionUpgrade, Revision: "chat-0000000000"})
+	s := processedInterventions(t, ns, "s1", 2)
+	for _, id := range []string{"i-1", "i-2"} {
+		if rec := s.Status.InterventionRecord(id); rec == nil || rec.Result != flowv1.InterventionRefused {
+			t.Fatalf("intervention %s: record %+v, want refused", id, rec)
+		}
+	}
+	if s.Status.JourneyRevision != first {
+		t.Fatalf("revision %s, want %s", s.Status.JourneyRevision, first)
+	}
+
+	before := chat.Calls()
+	compatible := editJourney(t, ns, "chat", func(j *flowv1.Journey) { j.Spec.FallbackReply = "Sorry, try again." })
+	s = upgradeCondition(t, ns, "s1", metav1.ConditionFalse, "Upgraded from revision "+first+" to "+compatible+" by the journey's upgradePolicy ReplayCompatible")
+	if s.Status.JourneyRevision != compatible {
+		t.Errorf("revision %s, want %s", s.Status.JourneyRevision, compatible)
+	}
+	if got := chat.Calls() - before; got != 0 {
+		t.Errorf("the upgrade made %d requests to the chat server, want 0", got)
+	}
+}
+
 // Under a rollout with upgradePolicy ReplayCompatible, a running canary's Sessions stay
 // on it; once it is aborted, those whose journal replays the same on the stable
 // revision move back to it, and the others stay pinned with UpgradeBlocked.

@@ -335,7 +335,7 @@ func TestUpgradeAfterABlockedOneAndAForkOfAFork(t *testing.T) {
 
 	// Blocked again, then forced: the history entry gives the real divergence.
 	r4 := revision("Answer in German.", "Sorry, try again.")
-	if s, out, err = upgrade("s1", r4); err == nil {
+	if _, out, err = upgrade("s1", r4); err == nil {
 		t.Fatalf("upgrade to the incompatible %s moved the Session\n%s", r4, out)
 	}
 	if s, out, err = upgrade("s1", r4, "--force"); err != nil || s.Status.JourneyRevision != r4 {
