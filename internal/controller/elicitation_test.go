@@ -256,3 +256,46 @@ func TestElicitationDeclineGoesBackToTheModel(t *testing.T) {
 		t.Errorf("last turn %+v", s.Status.LastTurn)
 	}
 }
+
+// TestUpgradeAfterAnAnswer: a Session whose tool call waited for the user's input,
+// answered with kubectl journey answer, is upgraded to a compatible revision with
+// kubectl journey upgrade, which drops the processed Answer from spec.interventions:
+// the replay gives the Answer again at its step from its record, so the Session
+// moves, and neither the server nor the user is asked again.
+func TestUpgradeAfterAnAnswer(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	desk, url := newElicitingDesk(t, &mcp.ElicitParams{Message: "Who is the appointment for?", RequestedSchema: map[string]any{
+		"type": "object", "required": []any{"name"}, "properties": map[string]any{"name": map[string]any{"type": "string"}},
+	}})
+	startManager(t, ns, Options{})
+	p, j := deskJourney(ns, url, "register")
+	p.Spec.Builtin.Complete = "false" // it waits for the next message after the call
+	create(t, p, j, sessionOf(ns, "s1", "desk"))
+	_, call := awaitingInput(t, ns, "s1")
+	kubectlJourney(t, ns, "answer", "s1", call.ID, "--accept", "name=Ada Lovelace")
+	var s *flowv1.Session
+	eventually(t, 60*time.Second, func() error {
+		s = get(t, ns, "s1", &flowv1.Session{})
+		if s.Status.ProcessedInterventions != 1 || s.Status.Turn != nil || s.Status.Phase != flowv1.PhaseWaitingForInput {
+			return fmt.Errorf("processed %d interventions, phase %s, turn %+v", s.Status.ProcessedInterventions, s.Status.Phase, s.Status.Turn)
+		}
+		return nil
+	})
+	if rec := s.Status.InterventionRecord("i-1"); rec == nil || rec.Result != flowv1.InterventionApplied || rec.Intervention.Call != call.ID {
+		t.Fatalf("the Answer's record %+v", rec)
+	}
+	answers, unserved, effects := desk.seen()
+
+	compatible := editJourney(t, ns, "desk", func(j *flowv1.Journey) { j.Spec.FallbackReply = "Sorry, try again." })
+	out := kubectlJourney(t, ns, "upgrade", "s1", "--to-revision", compatible, "--wait", "--timeout", "30s")
+	s = get(t, ns, "s1", &flowv1.Session{})
+	if s.Status.JourneyRevision != compatible || s.Spec.InterventionsDropped != 1 {
+		t.Fatalf("on %s (want %s), spec.interventionsDropped %d; kubectl journey upgrade printed:\n%s\nUpgradeBlocked %+v", s.Status.JourneyRevision, compatible,
+			s.Spec.InterventionsDropped, out, apimeta.FindStatusCondition(s.Status.Conditions, flowv1.ConditionUpgradeBlocked))
+	}
+	a, u, e := desk.seen()
+	if len(a) != len(answers) || u != unserved || fmt.Sprint(e) != fmt.Sprint(effects) {
+		t.Errorf("the upgrade reached the server: answers %d -> %d, unanswered requests %d -> %d, effects %v -> %v", len(answers), len(a), unserved, u, effects, e)
+	}
+}
