@@ -188,6 +188,17 @@ type BudgetStatus struct {
 	// waiting counts the Sessions waiting for room in this Budget.
 	// +optional
 	Waiting int32 `json:"waiting,omitempty"`
+	// shards are the leases of the manager shards that run Sessions the
+	// Budget selects, one entry per shard (one, with shard "*", for a
+	// manager that runs every Session). Each shard makes calls only within
+	// the slice of the limits it was granted here, reserving in memory, and
+	// writes only its own entry; spent, reserved and the counts above are
+	// the sums of the entries of the current window.
+	// +optional
+	// +listType=map
+	// +listMapKey=shard
+	// +kubebuilder:validation:MaxItems=64
+	Shards []BudgetShard `json:"shards,omitempty"`
 	// conditions: Ready (the Budget is valid and counted), SoftLimitReached
 	// (a limit is past softLimitPercent) and Exhausted (a call of a selected
 	// Session found no room).
@@ -196,6 +207,53 @@ type BudgetStatus struct {
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// BudgetShard is one manager shard's lease of a Budget in a window: the
+// slice of the limits it may spend, and what its Sessions spent and hold.
+type BudgetShard struct {
+	// shard is the manager's --shard-selector, or "*" for a manager that
+	// runs every Session.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Shard string `json:"shard"`
+	// windowStart is the window the entry counts; an entry of another
+	// window counts nothing.
+	// +required
+	WindowStart metav1.Time `json:"windowStart"`
+	// granted is the slice of each limit the shard may spend in the window,
+	// its settled spend included. The grants of the shards whose leases are
+	// current never add up to more than a limit: a shard takes more only
+	// from what no other shard holds, and gives back what it does not use
+	// when its Sessions are idle.
+	// +optional
+	Granted BudgetAmounts `json:"granted,omitempty,omitzero"`
+	// spent is what the shard's Sessions' answered calls cost in the window.
+	// +optional
+	Spent BudgetAmounts `json:"spent,omitempty,omitzero"`
+	// reserved is the worst case of the shard's calls being made now.
+	// +optional
+	Reserved BudgetAmounts `json:"reserved,omitempty,omitzero"`
+	// sessions counts the shard's Sessions that spent in the window.
+	// +optional
+	Sessions int32 `json:"sessions,omitempty"`
+	// holding counts the shard's Sessions holding a reservation.
+	// +optional
+	Holding int32 `json:"holding,omitempty"`
+	// waiting counts the shard's Sessions waiting for room.
+	// +optional
+	Waiting int32 `json:"waiting,omitempty"`
+	// renewTime is when the shard last renewed its lease. A shard that
+	// could not renew within two thirds of leaseSeconds makes no new call;
+	// once leaseSeconds have passed, other shards may take the part of its
+	// grant it did not spend.
+	// +required
+	RenewTime metav1.MicroTime `json:"renewTime"`
+	// leaseSeconds is how long the lease holds after renewTime.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	LeaseSeconds int32 `json:"leaseSeconds"`
 }
 
 // +kubebuilder:object:root=true

@@ -9,14 +9,16 @@
 // the Session's status.budgets in the write that journals it, and the reservation
 // is then released. So the settled spend of a window never passes a limit. After a
 // restart the ledger is rebuilt from the Sessions' status.budgets entries of the
-// current window (and the Budget's last written spend, for Sessions deleted since):
+// current window (and the shard's last written spend, for Sessions deleted since):
 // nothing is counted twice, because a call's spend lives in exactly one journaled
 // status write. What is at risk is only a call made but never journaled (the manager
 // died during it): at most one call per Session in flight, which the Session makes
 // again after the restart; the ledger counts the repeated one.
 //
-// One ledger counts a Budget: a namespace's Sessions must be run by one manager
-// (shard) for its Budgets to hold exactly.
+// Shards (lease.go): several managers (--shard-selector) may run Sessions of one
+// Budget. Each leases a slice of the limits in the Budget's status.shards and
+// reserves only within it, so together they stay within the limits; see lease.go
+// for what an expired lease puts at risk.
 package budget
 
 import (
@@ -29,6 +31,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -39,6 +42,17 @@ import (
 type Ledger struct {
 	// Reader lists Budgets and Sessions (the manager's cache).
 	Reader client.Reader
+	// Client writes this shard's lease entry in a Budget's status.
+	Client client.Client
+	// APIReader reads a Budget afresh after a write found it changed (nil: Reader).
+	APIReader client.Reader
+	// Shard is this manager's shard: its Sessions are those it matches (nil or
+	// empty: every Session).
+	Shard labels.Selector
+	// Clock times leases (nil: the real clock).
+	Clock clock.PassiveClock
+	// Lease is how long a lease holds after it is renewed (zero: DefaultLease).
+	Lease time.Duration
 	// Wake, when set, asks for a step of a Session that waited for room and may now
 	// find it.
 	Wake func(types.NamespacedName)
@@ -67,13 +81,32 @@ type account struct {
 	// waiting are the Sessions waiting for room, with what their call needs.
 	waiting map[types.NamespacedName]engine.Spend
 	denials int64
+
+	// lease is this shard's lease of the Budget (lease.go).
+	lease
 }
 
-func (a *account) left() engine.Spend { return a.limit.Sub(a.base).Sub(a.sum).Sub(a.reserved) }
+// used is what this shard's Sessions spent and hold.
+func (a *account) used() engine.Spend { return a.base.Add(a.sum).Add(a.reserved) }
 
-// room is the account of Budget name as the step sees it.
-func (a *account) room(name string) engine.BudgetRoom {
-	return engine.BudgetRoom{Name: name, WindowStart: a.start, WindowEnd: a.end, Limit: a.limit, Left: a.left(), DegradeTo: a.degradeTo}
+// left is what this shard may still reserve: its granted slice, within what the
+// other shards do not hold, less what it used.
+func (a *account) left() engine.Spend {
+	return minSpend(a.granted, positive(a.limit.Sub(a.held))).Sub(a.used())
+}
+
+// grantable is what this shard could reserve once its grant grows to everything no
+// other shard holds.
+func (a *account) grantable() engine.Spend { return a.limit.Sub(a.held).Sub(a.used()) }
+
+// room is the account of Budget name as the step sees it at now: nothing is left
+// while the lease is not current.
+func (a *account) room(name string, now time.Time, lease time.Duration) engine.BudgetRoom {
+	left := a.left()
+	if !a.usable(now, lease) {
+		left = minSpend(left, engine.Spend{})
+	}
+	return engine.BudgetRoom{Name: name, WindowStart: a.start, WindowEnd: a.end, Limit: a.limit, Left: left, DegradeTo: a.degradeTo}
 }
 
 // degradeTo is the agent Budget b degrades calls to, empty when it stalls them.
@@ -84,9 +117,34 @@ func degradeTo(b *flowv1.Budget) string {
 	return string(b.Spec.DegradeTo.Agent)
 }
 
-// NewLedger returns an empty ledger reading with r.
-func NewLedger(r client.Reader) *Ledger {
-	return &Ledger{Reader: r, accounts: map[types.NamespacedName]*account{}, sessions: map[types.UID][]types.NamespacedName{}}
+// NewLedger returns an empty ledger of the Sessions shard selects (nil: all), reading
+// and writing with c.
+func NewLedger(c client.Client, shard labels.Selector) *Ledger {
+	return &Ledger{Reader: c, Client: c, Shard: shard, accounts: map[types.NamespacedName]*account{}, sessions: map[types.UID][]types.NamespacedName{}}
+}
+
+func (l *Ledger) now() time.Time {
+	if l.Clock == nil {
+		return time.Now()
+	}
+	return l.Clock.Now()
+}
+
+// leaseDuration is how long a lease holds.
+func (l *Ledger) leaseDuration() time.Duration {
+	if l.Lease <= 0 {
+		return DefaultLease
+	}
+	return l.Lease
+}
+
+// ShardName is this ledger's entry in a Budget's status.shards: its shard selector,
+// or "*" when it counts every Session.
+func (l *Ledger) ShardName() string { return ShardName(l.Shard) }
+
+// inShard reports whether Session s is one of this shard's.
+func (l *Ledger) inShard(s *flowv1.Session) bool {
+	return l.Shard == nil || l.Shard.Matches(labels.Set(s.Labels))
 }
 
 // Rooms returns the Budgets that select s at now, with the room each has left,
@@ -109,9 +167,13 @@ func (l *Ledger) Rooms(ctx context.Context, s *flowv1.Session, now time.Time) ([
 		if err != nil {
 			continue // an invalid Budget (its Ready condition says why) limits nothing
 		}
+		// A call may follow: the lease is taken, renewed or grown first.
+		if err := l.ensure(ctx, b, a, now); err != nil {
+			return nil, fmt.Errorf("leasing a slice of Budget %s: %w", b.Name, err)
+		}
 		key := client.ObjectKeyFromObject(b)
 		l.mu.Lock()
-		rooms = append(rooms, a.room(b.Name))
+		rooms = append(rooms, a.room(b.Name, now, l.leaseDuration()))
 		l.mu.Unlock()
 		keys = append(keys, key)
 	}
@@ -135,8 +197,12 @@ func (l *Ledger) account(ctx context.Context, b *flowv1.Budget, now time.Time) (
 	l.mu.Lock()
 	a := l.accounts[key]
 	if a != nil && a.start.Equal(start) {
+		changed := l.observeLocked(a, b, now)
 		if a.generation != b.Generation {
 			a.generation, a.limit, a.degradeTo = b.Generation, limit, degradeTo(b)
+			changed = true
+		}
+		if changed {
 			l.wakeLocked(a)
 		}
 		l.mu.Unlock()
@@ -157,6 +223,7 @@ func (l *Ledger) account(ctx context.Context, b *flowv1.Budget, now time.Time) (
 			fresh.waiting[s] = engine.Spend{} // a new window: every waiter tries again
 		}
 	}
+	l.observeLocked(fresh, b, now)
 	l.accounts[key] = fresh
 	l.wakeLocked(fresh)
 	return fresh, nil
@@ -172,14 +239,22 @@ func (l *Ledger) rebuild(ctx context.Context, b *flowv1.Budget, start, end time.
 		holds: map[types.UID]map[string]engine.Spend{}, waiting: map[types.NamespacedName]engine.Spend{}}
 	for i := range sessions.Items {
 		s := &sessions.Items[i]
+		if !l.inShard(s) {
+			continue
+		}
 		if c, ok := chargeIn(s, b.Name, start); ok {
 			a.charged[s.UID] = c
 			a.sum = a.sum.Add(c)
 		}
 	}
-	if w := b.Status.WindowStart; w != nil && w.Time.Equal(start) {
-		recorded := Amounts(b.Status.Spent)
-		a.base = positive(recorded.Sub(a.sum))
+	// What this shard last wrote: its spend (for Sessions deleted since) and its grant,
+	// which it reserves against again once it renewed the lease.
+	if e := entryOf(&b.Status, l.ShardName()); e != nil && e.WindowStart.Time.Equal(start) {
+		a.base = positive(Amounts(e.Spent).Sub(a.sum))
+		a.granted = Amounts(e.Granted)
+	} else if w := b.Status.WindowStart; len(b.Status.Shards) == 0 && w != nil && w.Time.Equal(start) {
+		// Written before Budgets had shard entries: one manager counted everything.
+		a.base = positive(Amounts(b.Status.Spent).Sub(a.sum))
 	}
 	return a, nil
 }
@@ -203,6 +278,7 @@ func positive(s engine.Spend) engine.Spend {
 // one has no room, nothing is held, and the rooms as they are now come back, for the
 // engine to say why.
 func (l *Ledger) Reserve(uid types.UID, key string, need engine.Spend) ([]engine.BudgetRoom, bool) {
+	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	keys := l.sessions[uid]
@@ -213,7 +289,8 @@ func (l *Ledger) Reserve(uid types.UID, key string, need engine.Spend) ([]engine
 			continue
 		}
 		left := a.left().Add(a.holds[uid][key])
-		if _, fits := engine.Fits(need, left, a.limit); !fits {
+		a.noteNeed(need)
+		if _, fits := engine.Fits(need, left, a.limit); !fits || !a.usable(now, l.leaseDuration()) {
 			ok = false
 			a.denials++
 		}
@@ -222,7 +299,7 @@ func (l *Ledger) Reserve(uid types.UID, key string, need engine.Spend) ([]engine
 		rooms := make([]engine.BudgetRoom, 0, len(keys))
 		for _, k := range keys {
 			if a := l.accounts[k]; a != nil {
-				rooms = append(rooms, a.room(k.Name))
+				rooms = append(rooms, a.room(k.Name, now, l.leaseDuration()))
 			}
 		}
 		return rooms, false
@@ -237,6 +314,7 @@ func (l *Ledger) Reserve(uid types.UID, key string, need engine.Spend) ([]engine
 		}
 		a.reserved = a.reserved.Sub(a.holds[uid][key]).Add(need)
 		a.holds[uid][key] = need
+		a.lastUse = now
 	}
 	return nil, true
 }
@@ -253,6 +331,7 @@ func (l *Ledger) Wait(s *flowv1.Session, need engine.Spend) {
 				a.denials++
 			}
 			a.waiting[key] = need
+			a.noteNeed(need)
 		}
 	}
 }
@@ -311,12 +390,13 @@ func (l *Ledger) releaseLocked(a *account, uid types.UID) bool {
 	return true
 }
 
-// wakeLocked wakes the waiters of a whose call now fits.
+// wakeLocked wakes the waiters of a whose call now fits in what this shard holds or
+// could be granted: the step of a woken Session grows the grant first.
 func (l *Ledger) wakeLocked(a *account) {
 	if l.Wake == nil || len(a.waiting) == 0 {
 		return
 	}
-	left := a.left()
+	left := a.grantable()
 	for s, need := range a.waiting {
 		if _, ok := engine.Fits(need, left, a.limit); ok {
 			delete(a.waiting, s)
@@ -332,7 +412,7 @@ func (l *Ledger) Forget(key types.NamespacedName) {
 	delete(l.accounts, key)
 }
 
-// Snapshot is a Budget's ledger at a moment.
+// Snapshot is a Budget's ledger at a moment: this shard's part of it.
 type Snapshot struct {
 	Start, End               time.Time
 	Limit, Spent, Reserved   engine.Spend

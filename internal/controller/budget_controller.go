@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -64,6 +65,11 @@ func (r *BudgetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		b.Status.ObservedGeneration = b.Generation
 		return ctrl.Result{}, r.write(ctx, before, &b)
 	}
+	// This shard's lease entry, and the sums of every shard's entry, in one write.
+	entry, commit, ok := r.Ledger.Entry(&b, now)
+	if ok {
+		snap = budget.SetShard(&b, entry, snap)
+	}
 	soft := budgetStatus(&b, snap, now)
 	if soft && !apimeta.IsStatusConditionTrue(before.Status.Conditions, flowv1.ConditionSoftLimitReached) {
 		r.Recorder.Eventf(&b, nil, corev1.EventTypeWarning, flowv1.ReasonSoftLimitReached, "SoftLimit",
@@ -73,11 +79,12 @@ func (r *BudgetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.write(ctx, before, &b); err != nil {
 		return ctrl.Result{}, err
 	}
+	commit()
 	flush := r.Flush
 	if flush <= 0 {
 		flush = DefaultBudgetFlush
 	}
-	return ctrl.Result{RequeueAfter: min(flush, snap.End.Sub(now)+10*time.Millisecond)}, nil
+	return ctrl.Result{RequeueAfter: min(flush, r.Ledger.RenewEvery(), snap.End.Sub(now)+10*time.Millisecond)}, nil
 }
 
 func (r *BudgetReconciler) write(ctx context.Context, before, b *flowv1.Budget) error {
@@ -87,17 +94,10 @@ func (r *BudgetReconciler) write(ctx context.Context, before, b *flowv1.Budget) 
 	return client.IgnoreNotFound(r.Status().Patch(ctx, b, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))
 }
 
-// budgetStatus sets b's status from the ledger's snapshot. It reports whether a
-// limit is past the soft limit.
+// budgetStatus sets b's conditions from snap, the sums of its shards' entries
+// (budget.SetShard). It reports whether a limit is past the soft limit.
 func budgetStatus(b *flowv1.Budget, snap budget.Snapshot, now time.Time) (soft bool) {
-	st := &b.Status
-	st.ObservedGeneration = b.Generation
-	start, end := metav1.NewTime(snap.Start), metav1.NewTime(snap.End)
-	st.WindowStart, st.WindowEnd = &start, &end
-	st.Spent = budget.AmountsOf(snap.Spent, snap.Limit)
-	st.Reserved = budget.AmountsOf(snap.Reserved, snap.Limit)
-	st.Remaining = budget.AmountsOf(snap.Limit.Sub(snap.Spent).Sub(snap.Reserved), snap.Limit)
-	st.Sessions, st.Holding, st.Waiting = int32(snap.Sessions), int32(snap.Holding), int32(snap.Waits)
+	b.Status.ObservedGeneration = b.Generation
 	setBudgetCondition(b, flowv1.ConditionReady, metav1.ConditionTrue, flowv1.ReasonCounted,
 		fmt.Sprintf("Counting the window from %s to %s", snap.Start.Format(time.RFC3339), snap.End.Format(time.RFC3339)), now)
 	percent := int64(80)
@@ -128,15 +128,33 @@ func setBudgetCondition(b *flowv1.Budget, typ string, st metav1.ConditionStatus,
 }
 
 // SetupWithManager registers the controller: Budgets, on spec changes (a limit raised
-// wakes the waiting Sessions at once) and on its own timer.
+// wakes the waiting Sessions at once), on changes of other shards' lease entries (room
+// given back, Sessions of theirs waiting) and on its own timer.
 func (r *BudgetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
+	self := r.Ledger.ShardName()
+	otherShards := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		before, ok1 := e.ObjectOld.(*flowv1.Budget)
+		after, ok2 := e.ObjectNew.(*flowv1.Budget)
+		return ok1 && ok2 && !equality.Semantic.DeepEqual(othersOf(before, self), othersOf(after, self))
+	}}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&flowv1.Budget{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&flowv1.Budget{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, otherShards))).
 		Named("budget").
 		Complete(r)
+}
+
+// othersOf are the entries of b's status.shards other than self's.
+func othersOf(b *flowv1.Budget, self string) []flowv1.BudgetShard {
+	var out []flowv1.BudgetShard
+	for _, e := range b.Status.Shards {
+		if e.Shard != self {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // budgetGauges are the Prometheus metrics of Budgets, labelled budget=<namespace>/<name>

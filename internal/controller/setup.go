@@ -49,6 +49,9 @@ type Options struct {
 	// BudgetFlush is how often a Budget's status is written while its Sessions spend
 	// (zero: DefaultBudgetFlush).
 	BudgetFlush time.Duration
+	// BudgetLease is how long this manager's lease of a slice of each Budget holds
+	// after it is renewed (zero: budget.DefaultLease).
+	BudgetLease time.Duration
 
 	// ToolProgressInterval is how often, at most, the progress of a tool call in
 	// flight is written to its Session (0: DefaultToolProgressInterval).
@@ -124,7 +127,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		}
 		sessionEvents = w
 	}
-	ledger := budget.NewLedger(mgr.GetClient())
+	ledger := budget.NewLedger(mgr.GetClient(), opts.ShardSelector)
+	ledger.APIReader, ledger.Lease = mgr.GetAPIReader(), opts.BudgetLease
 	if err := (&BudgetReconciler{Client: mgr.GetClient(), Ledger: ledger, Recorder: mgr.GetEventRecorder("budget-controller"),
 		Flush: opts.BudgetFlush}).SetupWithManager(mgr); err != nil {
 		return err
