@@ -10,8 +10,10 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -444,4 +446,130 @@ func TestBudgetRestartMidCallCountsOnce(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Two manager shards (different --shard-selector labels) run the Sessions of one
+// Budget: each leases a slice in the Budget's status.shards and spends only within
+// it, so together they stay within the limit; each writes its own entry, which the
+// other never overwrites; the Sessions without room say which Budget they wait for,
+// and all of them finish once the limit is raised.
+func TestBudgetShards(t *testing.T) {
+	ns := newNamespace(t)
+	chat := pricedChat(t)
+	const shardLabel = "journey.dev/shard"
+	shards := map[string]labels.Selector{}
+	for _, name := range []string{"a", "b"} {
+		shard := labels.SelectorFromSet(labels.Set{shardLabel: name})
+		shards[name] = shard
+		env.StartManager(t, testenv.ManagerOptions{
+			Namespaces: []string{ns},
+			Cache:      CacheOptions(shard),
+			UserAgent:  "manager-" + name,
+			Setup: func(mgr ctrl.Manager) error {
+				return Setup(mgr, Options{ShardSelector: shard, MaxConcurrentReconciles: 4, BudgetFlush: 100 * time.Millisecond, BudgetLease: 6 * time.Second})
+			},
+		})
+	}
+	pricedJourney(t, ns, chat)
+	create(t, sharedBudget(ns, "team", "0.03", nil))
+	const n = 30
+	shardOf := map[string]string{}
+	for i := range n {
+		s := sessionOf(ns, fmt.Sprintf("s-%02d", i), "priced")
+		shardOf[s.Name] = []string{"a", "b"}[i%2]
+		s.Labels = map[string]string{shardLabel: shardOf[s.Name]}
+		s.Spec.Messages = []flowv1.Message{{ID: "m1", Text: "What is the copay?"}}
+		create(t, s)
+	}
+	// chargedBy sums the Sessions' status.budgets by shard.
+	chargedBy := func() map[string]engine.Spend {
+		var list flowv1.SessionList
+		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]engine.Spend{}
+		for _, s := range list.Items {
+			for _, c := range s.Status.Budgets {
+				out[s.Labels[shardLabel]] = out[s.Labels[shardLabel]].Add(engine.ChargeSpend(c))
+			}
+		}
+		return out
+	}
+	// The Budget runs out: the rest wait, each naming it.
+	var waiting int
+	eventually(t, 90*time.Second, func() error {
+		var list flowv1.SessionList
+		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		waiting = 0
+		for _, s := range list.Items {
+			switch c := apimeta.FindStatusCondition(s.Status.Conditions, flowv1.ConditionWaitingForBudget); {
+			case s.Status.Phase == flowv1.PhaseCompleted:
+			case c != nil && c.Status == metav1.ConditionTrue:
+				if !strings.HasPrefix(c.Message, "Budget team has no room for the next RunPathway call, which could cost up to USD ") ||
+					!strings.Contains(c.Message, "of its limit of USD 0.03 is left") {
+					return fmt.Errorf("session %s waits with %q", s.Name, c.Message)
+				}
+				waiting++
+			default:
+				return fmt.Errorf("session %s: phase %s, reason %s", s.Name, s.Status.Phase, s.Status.Reason)
+			}
+		}
+		if _, _, calls := spentBySessions(t, ns, "team"); waiting == 0 || int(calls)+waiting != n {
+			return fmt.Errorf("%d calls made and %d Sessions waiting, want %d in all, some waiting", calls, waiting, n)
+		}
+		return nil
+	})
+	charged, journaled, calls := spentBySessions(t, ns, "team")
+	if charged.CostNano > 30e6 || charged != journaled || charged.CostNano != calls*1500000 {
+		t.Fatalf("charged %+v, journaled %+v in %d calls: want at most USD 0.03 across both shards, USD 0.0015 a call", charged, journaled, calls)
+	}
+	// Each shard's entry says what its own Sessions spent: neither overwrote the other.
+	eventually(t, 20*time.Second, func() error {
+		b := get(t, ns, "team", &flowv1.Budget{})
+		by := chargedBy()
+		if len(b.Status.Shards) != 2 {
+			return fmt.Errorf("status.shards %+v, want the entries of both shards", b.Status.Shards)
+		}
+		var granted, total int64
+		for _, e := range b.Status.Shards {
+			name := strings.TrimPrefix(e.Shard, shardLabel+"=")
+			if e.Shard != shards[name].String() {
+				return fmt.Errorf("entry of shard %q", e.Shard)
+			}
+			if spent := budget.Amounts(e.Spent); spent.CostNano != by[name].CostNano || spent.ModelCalls != by[name].ModelCalls {
+				return fmt.Errorf("shard %s entry spent %+v, its Sessions %+v", name, e.Spent, by[name])
+			}
+			granted += budget.Amounts(e.Granted).CostNano
+			total += by[name].CostNano
+		}
+		if total > 30e6 {
+			t.Fatalf("the Sessions of both shards spent USD %s, over the limit of USD 0.03", engine.FormatCost(total))
+		}
+		if spent := budget.Amounts(b.Status.Spent); spent.CostNano != total || b.Status.Waiting == 0 || granted > 30e6 {
+			return fmt.Errorf("Budget status %+v: want spent USD %s (the sum of the entries), Sessions waiting, grants within the limit",
+				b.Status, engine.FormatCost(total))
+		}
+		return nil
+	})
+
+	// Raised: the waiting Sessions of both shards go on by themselves.
+	raiseBudget(t, ns, "team", "1")
+	eventually(t, 60*time.Second, func() error {
+		var list flowv1.SessionList
+		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, s := range list.Items {
+			if s.Status.Phase != flowv1.PhaseCompleted {
+				return fmt.Errorf("session %s: phase %s, reason %s", s.Name, s.Status.Phase, s.Status.Reason)
+			}
+		}
+		return nil
+	})
+	charged, journaled, calls = spentBySessions(t, ns, "team")
+	if charged != journaled || calls != n || charged.CostNano != n*1500000 {
+		t.Errorf("after raising: charged %+v, journaled %+v, %d calls", charged, journaled, calls)
+	}
 }
