@@ -27,7 +27,13 @@
 //     for a reply; the highest rate whose turn p99 stays under -p99 (plus the model's
 //     latency for each model call of a turn) is found by bisection over (0, 1.25x the
 //     closed loop's rate], -probes steps of -probe-duration probes, each after the
-//     Events of the turns before are written, a failed probe made once more;
+//     Events of the turns before are written and the cluster is quiet, a failed probe
+//     made once more. Each probe logs what its turns waited for in the manager (the
+//     Session workqueue's wait and reconcile time, reconciles by result, client rate
+//     limiting, the API server's PATCH answer times: queue.go). Then the plain pair is
+//     paced the same way, on Sessions of its own, at the operator's best rate and at
+//     the goal's (0.6x the plain pair): whether the latency limit is the operator's
+//     or the machine's;
 //  5. (c) cluster CPU (kube-apiserver, etcd and this process, from /proc) per turn of
 //     the closed loop against per plain pair;
 //  6. (d) status writes per turn, counted by a watch of the Sessions' metadata (every
@@ -60,6 +66,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/journeyops/journey-operator/internal/controller"
 	"github.com/journeyops/journey-operator/internal/testenv"
@@ -122,6 +129,9 @@ func (o *options) cacheOptions() cache.Options {
 //nolint:funlen // the flags, then the runs they ask for
 func main() {
 	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel)))
+	// How long the manager's requests wait for its client's rate limiter, and for
+	// the API server (queue.go).
+	metrics.RegisterRESTClientMetrics(metrics.MetricRateLimiterLatency, metrics.MetricRequestLatency)
 
 	opts := &options{}
 	var sizes, modes, journeys, serve string
@@ -281,6 +291,10 @@ func report(w io.Writer, opts *options, results []*result, bursts []*burstResult
 		case r.Journey == journeyBuiltin:
 			fmt.Fprintf(w, "- builtin, %d Sessions: paced turns/s at p99 < %.0f ms %.2fx the plain pair (goal >= 0.6): %s; cluster CPU per turn %.2fx the plain pair (goal <= 1.1): %s; %.2f status writes a turn (goal 1): %s\n",
 				r.Sessions, r.PacedLimit, r.pacedRatio(), met(r.pacedRatio() >= 0.6), r.cpuRatio(), met(r.cpuRatio() <= 1.1), r.StatusWrites, met(r.StatusWrites <= 1.005))
+			for _, p := range r.PlainPaced {
+				fmt.Fprintf(w, "  - the plain pair paced at %.1f turns/s (%.2fx its rate): p50 %.1f ms, p99 %.1f ms: %s the limit\n",
+					p.Offered, ratio(p.Offered, r.PlainRate), p.P50, p.P99, map[bool]string{true: "within", false: "over"}[p.Pass])
+			}
 		default:
 			b := builtin[fmt.Sprint(r.Sessions, r.Advance)]
 			if b == nil {

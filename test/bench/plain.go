@@ -62,6 +62,8 @@ type plainPair struct {
 	// statuses[k] is the status after turn k (statuses[0] before the first).
 	statuses []flowv1.SessionStatus
 	objs     []*flowv1.Session
+	// next is, by Session, the index of its next paced turn.
+	next []int
 }
 
 // newPlainPair creates sessions plain Sessions <prefix><number> in namespace with
@@ -106,4 +108,31 @@ func (p *plainPair) run(ctx context.Context, turns, workers int) (time.Duration,
 		return nil
 	})
 	return time.Since(start), err
+}
+
+// paced offers the plain pair's turns at rate per second for d, open loop (offer),
+// each Session taking its turns in order, from one probe to the next, until it has
+// taken all it has statuses for.
+// A turn's latency runs from just before the user's write to the status write's
+// answer: the operator's turn also waits for its informer to see the reply.
+func (p *plainPair) paced(ctx context.Context, rate float64, d, limit time.Duration) (probeResult, error) {
+	turns := len(p.statuses) - 1
+	if p.next == nil {
+		p.next = make([]int, len(p.objs))
+	}
+	next := p.next
+	return offer(ctx, rate, d, len(p.objs), limit, func(ctx context.Context, i int) (time.Duration, bool, error) {
+		s, k := p.objs[i], next[i]
+		start := time.Now()
+		if err := say(ctx, p.c, p.namespace, s.Name, k, s); err != nil {
+			return 0, false, fmt.Errorf("plain pair, %s message %d: %w", s.Name, k, err)
+		}
+		patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		s.Status = *p.statuses[k+1].DeepCopy()
+		if err := p.c.Status().Patch(ctx, s, patch); err != nil {
+			return 0, false, fmt.Errorf("plain pair, %s status %d: %w", s.Name, k+1, err)
+		}
+		next[i]++
+		return time.Since(start), next[i] < turns, nil
+	})
 }

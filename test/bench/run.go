@@ -59,10 +59,17 @@ type result struct {
 	ClosedRate float64 `json:"closedTurnsPerSecond"`
 	ClosedP50  float64 `json:"closedP50ms"`
 	ClosedP99  float64 `json:"closedP99ms"`
+	// ClosedQueue is what the closed loop's turns waited for in the manager.
+	ClosedQueue *queueStats `json:"closedQueue,omitempty"`
 	// (b) the operator, paced: the best probe under the limit, and every probe.
 	PacedLimit float64       `json:"pacedP99LimitMs"`
 	Paced      probeResult   `json:"paced"`
 	Probes     []probeResult `json:"probes"`
+	// PlainPaced is the plain pair paced as the operator was, on Sessions of its own:
+	// at the operator's best paced rate, and at the goal's rate (0.6x the plain
+	// pair's turns/s). It says whether a latency limit is the operator's or the
+	// machine's: the plain pair's two writes a turn meet it, or not, at that rate.
+	PlainPaced []probeResult `json:"plainPaced,omitempty"`
 	// (c) cluster CPU per turn of the closed loop.
 	TurnCPU map[string]float64 `json:"turnCPUmsPerTurn"`
 	// (d) writes per turn of the closed loop, counted by a watch.
@@ -186,7 +193,7 @@ func runOne(ctx context.Context, opts *options, kind string, n int, mode control
 	if err != nil {
 		return nil, err
 	}
-	for _, phase := range []func(context.Context, *conversations) error{r.calibrate, r.plain, r.closedLoop, r.paced, r.plain, r.heap} {
+	for _, phase := range []func(context.Context, *conversations) error{r.calibrate, r.plain, r.closedLoop, r.paced, r.plainPaced, r.plain, r.heap} {
 		if err := phase(ctx, cv); err != nil {
 			return nil, err
 		}
@@ -361,9 +368,11 @@ func (r *run) closedLoop(ctx context.Context, cv *conversations) error {
 	if err != nil {
 		return err
 	}
+	m0 := snapshotMetrics()
 	start := time.Now()
 	lat, err := cv.closedLoop(ctx, turns)
 	d := time.Since(start)
+	res.ClosedQueue = sessionQueue(m0, snapshotMetrics())
 	res.Load = loadAverage()
 	stopProfile()
 	stopAPIProfile()
@@ -390,6 +399,7 @@ func (r *run) closedLoop(ctx context.Context, cv *conversations) error {
 	logf("closed loop: %d sessions x %d turns in %.1fs = %.1f turns/s (%.2fx the plain pair), p50 %.1f ms p99 %.1f ms, %.2f ms cluster CPU a turn %v (%.2fx), %.2f status + %.2f spec writes a turn, %.2f model and %.2f tool calls a turn, load %s",
 		r.n, turns, d.Seconds(), res.ClosedRate, res.closedRatio(), res.ClosedP50, res.ClosedP99, total(res.TurnCPU), res.TurnCPU, res.cpuRatio(),
 		res.StatusWrites, res.SpecWrites, res.ModelCalls, res.ToolCalls, res.Load)
+	logf("  manager: %s", res.ClosedQueue)
 	return nil
 }
 
@@ -406,8 +416,13 @@ func (r *run) paced(ctx context.Context, cv *conversations) error {
 	settle := func() error {
 		// The Events of the turns before are written by then, and the machine had a
 		// moment.
-		_, err := settleEvents(ctx, r.c, benchNamespace, r.opts.timeout)
-		return err
+		m0 := snapshotMetrics()
+		if _, err := settleEvents(ctx, r.c, benchNamespace, r.opts.timeout); err != nil {
+			return err
+		}
+		waited := quiet(10 * time.Second)
+		logf("  settled (quiet after %s more); the manager meanwhile: %s", waited.Round(time.Millisecond), sessionQueue(m0, snapshotMetrics()))
+		return nil
 	}
 	best, all, err := cv.searchPaced(ctx, hi, r.opts.probes, r.opts.probeDuration, limit, settle)
 	if err != nil {
@@ -417,6 +432,51 @@ func (r *run) paced(ctx context.Context, cv *conversations) error {
 	res.LoadEnd = loadAverage()
 	logf("paced: %.1f turns/s (%.2fx the plain pair) with p50 %.1f ms p99 %.1f ms", best.Offered, res.pacedRatio(), best.P50, best.P99)
 	return nil
+}
+
+// plainPaced paces the plain pair, on Sessions of its own, at the operator's best
+// paced rate and at the goal's rate, under the same p99 limit.
+func (r *run) plainPaced(ctx context.Context, _ *conversations) error {
+	res, turns := r.res, r.res.TurnsPerSession
+	plain, err := newPlainPair(ctx, r.c, plainNamespace, "paced-", r.calibSpec, r.statuses, min(r.n, r.opts.plainSessions))
+	if err != nil {
+		return fmt.Errorf("paced plain pair: %w", err)
+	}
+	limit := time.Duration(res.PacedLimit * float64(time.Millisecond))
+	for _, rate := range []float64{res.Paced.Offered, 0.6 * res.PlainRate} {
+		// As many turns as the Sessions have statuses for, at most.
+		d := min(r.opts.probeDuration, time.Duration(float64(len(plain.objs)*turns)/rate*float64(time.Second)))
+		if rate <= 0 || d <= 0 {
+			continue
+		}
+		quiet(10 * time.Second)
+		pr, err := plain.paced(ctx, rate, d, limit)
+		if err != nil {
+			return fmt.Errorf("paced plain pair: %w", err)
+		}
+		res.PlainPaced = append(res.PlainPaced, pr)
+		logf("paced plain pair %.1f turns/s: sent %.1f/s, %d turns, %d missed, p50 %.1f ms p99 %.1f ms: %s",
+			rate, pr.Achieved, pr.Turns, pr.Missed, pr.P50, pr.P99, map[bool]string{true: "pass", false: "fail"}[pr.Pass])
+	}
+	return nil
+}
+
+// quiet waits until the cluster (kube-apiserver, etcd and this process) used less
+// than a tenth of a core over half a second, at most max, and returns how long it
+// waited: a paced probe must not pay for work the phase before it left behind.
+func quiet(maxWait time.Duration) time.Duration {
+	const window = 500 * time.Millisecond
+	start := time.Now()
+	last := readCPU()
+	for time.Since(start) < maxWait {
+		time.Sleep(window)
+		cur := readCPU()
+		if total(cur.sub(last)) < 0.1*window.Seconds() {
+			break
+		}
+		last = cur
+	}
+	return time.Since(start)
 }
 
 // heap measures the manager's heap per cached Session: everything the harness holds

@@ -97,15 +97,32 @@ type probeResult struct {
 	P50    float64 `json:"p50ms"`
 	P99    float64 `json:"p99ms"`
 	Pass   bool    `json:"pass"`
+	// Queue is what the turns waited for in the manager, from the probe's start to
+	// its last reply.
+	Queue *queueStats `json:"queue,omitempty"`
 }
 
 // paced offers turns at rate per second for d, open loop: at each due time one
 // conversation that is not waiting for a reply sends its next message, whatever
 // happened to the earlier ones. It then waits for every reply.
 func (cv *conversations) paced(ctx context.Context, rate float64, d time.Duration, limit time.Duration) (probeResult, error) {
+	m0 := snapshotMetrics()
+	res, err := offer(ctx, rate, d, len(cv.names), limit, func(ctx context.Context, i int) (time.Duration, bool, error) {
+		l, err := cv.turn(ctx, i)
+		return l, true, err
+	})
+	res.Queue = sessionQueue(m0, snapshotMetrics())
+	return res, err
+}
+
+// offer offers turns at rate per second for d, open loop, to n parties: at each due
+// time one party that is not waiting for the end of its last turn takes a turn
+// (turn(i): its latency, and whether the party can take another). It then waits for
+// every turn to end, and checks the p99 against limit.
+func offer(ctx context.Context, rate float64, d time.Duration, n int, limit time.Duration, turn func(context.Context, int) (time.Duration, bool, error)) (probeResult, error) {
 	res := probeResult{Offered: rate}
-	ready := make(chan int, len(cv.names))
-	for i := range cv.names {
+	ready := make(chan int, n)
+	for i := range n {
 		ready <- i
 	}
 	var mu sync.Mutex
@@ -132,7 +149,7 @@ func (cv *conversations) paced(ctx context.Context, rate float64, d time.Duratio
 		case i := <-ready:
 			res.Turns++
 			wg.Go(func() {
-				l, err := cv.turn(ctx, i)
+				l, again, err := turn(ctx, i)
 				if err != nil {
 					select {
 					case errs <- err:
@@ -143,7 +160,9 @@ func (cv *conversations) paced(ctx context.Context, rate float64, d time.Duratio
 				mu.Lock()
 				lat = append(lat, l)
 				mu.Unlock()
-				ready <- i
+				if again {
+					ready <- i
+				}
 			})
 		default:
 			res.Missed++
@@ -185,6 +204,7 @@ func (cv *conversations) searchPaced(ctx context.Context, hi float64, steps int,
 			all = append(all, res)
 			logf("  paced %.1f turns/s (try %d): sent %.1f/s, %d turns, %d missed, p50 %.1f ms p99 %.1f ms: %s",
 				rate, try+1, res.Achieved, res.Turns, res.Missed, res.P50, res.P99, map[bool]string{true: "pass", false: "fail"}[res.Pass])
+			logf("    manager: %s", res.Queue)
 			if res.Pass {
 				break
 			}
