@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -103,7 +104,7 @@ func writeSessionStatus(ctx context.Context, c client.Client, live client.Reader
 		return failed(err), false
 	}
 	if patch != nil {
-		return patchStatus(ctx, c, s, patch)
+		return patchSessionStatus(ctx, c, s, patch)
 	}
 	out, ok := writeStatus(ctx, c, before, s, false)
 	if ok || out.kind != conflict {
@@ -120,6 +121,22 @@ func writeSessionStatus(ctx context.Context, c client.Client, live client.Reader
 	next.Status = s.Status
 	if out, ok = writeStatus(ctx, c, &cur, next, false); ok {
 		s.ResourceVersion = next.ResourceVersion
+	}
+	return out, ok
+}
+
+// patchSessionStatus applies patch to s's status subresource and asks for the
+// written object's metadata back, not the whole Session: the API server encodes, and
+// the manager decodes, a few hundred bytes instead of the Session (up to 256 KiB). s
+// keeps the status it wrote and the spec its step read, and takes the written
+// object's resourceVersion and generation.
+func patchSessionStatus(ctx context.Context, c client.Client, s *flowv1.Session, patch client.Patch) (outcome, bool) {
+	written := &metav1.PartialObjectMetadata{}
+	written.SetGroupVersionKind(flowv1.GroupVersion.WithKind("Session"))
+	written.Namespace, written.Name = s.Namespace, s.Name
+	out, ok := patchStatus(ctx, c, written, patch)
+	if ok {
+		s.ResourceVersion, s.Generation = written.ResourceVersion, written.Generation
 	}
 	return out, ok
 }

@@ -5,12 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -168,4 +173,87 @@ func TestMembersSplitsEncodedObjects(t *testing.T) {
 			t.Errorf("members(%s): no error", bad)
 		}
 	}
+}
+
+// TestSessionStatusWriteReadsBackMetadataOnly: a step's status write asks the API
+// server for the written object's metadata only, not the whole Session; the stored
+// status is the one written, and the Session in hand keeps that status and the spec
+// its step read, with the written resourceVersion. The same write again is a conflict.
+func TestSessionStatusWriteReadsBackMetadataOnly(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var accepts []string
+	var answered []int
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err == nil && req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/status") {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body = io.NopCloser(bytes.NewReader(body))
+				mu.Lock()
+				accepts, answered = append(accepts, req.Header.Get("Accept")), append(answered, len(body))
+				mu.Unlock()
+			}
+			return resp, err
+		})
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "meta"},
+		Spec: flowv1.SessionSpec{JourneyRef: flowv1.JourneyReference{Name: "none"}}}
+	if err := k8sClient.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	base := s.DeepCopy()
+	s.Status = patchStatusFixture(20)
+	if err := k8sClient.Status().Patch(ctx, s, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	before := s.DeepCopy()
+	s.Status = patchStatusFixture(21)
+	if out, ok := writeSessionStatus(ctx, c, c, before, s, false); !ok {
+		t.Fatalf("write: %+v", out)
+	}
+	var got flowv1.Session
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(s), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(&got.Status, &s.Status) || !equality.Semantic.DeepEqual(&got.Spec, &before.Spec) {
+		t.Fatalf("stored status or spec differs from the one in hand:\n got %+v\nwant %+v", got.Status, s.Status)
+	}
+	if s.ResourceVersion != got.ResourceVersion || s.ResourceVersion == before.ResourceVersion {
+		t.Fatalf("resourceVersion in hand %s, stored %s, before the write %s", s.ResourceVersion, got.ResourceVersion, before.ResourceVersion)
+	}
+	mu.Lock()
+	if len(accepts) != 1 || !strings.Contains(accepts[0], "as=PartialObjectMetadata") {
+		t.Errorf("status writes asked for %q, want the metadata only", accepts)
+	}
+	stored := jsonSizeOf(t, &got)
+	if len(answered) != 1 || answered[0] >= stored/2 {
+		t.Errorf("status writes answered with %v bytes, for a Session of %d bytes", answered, stored)
+	}
+	t.Logf("a status write of a Session of %d bytes (JSON) was answered with %v bytes", stored, answered)
+	mu.Unlock()
+	// The same write again: the stored status is not the one it was made from.
+	if out, ok := writeSessionStatus(ctx, c, c, before, before.DeepCopy(), false); ok || out.kind != conflict {
+		t.Fatalf("a write on a status that moved on: %+v, %v; want a conflict", out, ok)
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+func jsonSizeOf(t *testing.T, o any) int {
+	t.Helper()
+	raw, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(raw)
 }
