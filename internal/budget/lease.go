@@ -25,7 +25,8 @@ package budget
 // its grant it did not spend (its settled spend stays counted). So the settled spend
 // never passes a limit, except by what the calls in flight of a shard whose lease
 // expired cost: at most that shard's granted slice, reported in its entry's reserved
-// until it renews or its calls settle.
+// until it renews or its calls settle. Shards' clocks must agree to within a third of
+// the lease: the lease is renewed by the holder's clock and expired by the others'.
 
 import (
 	"context"

@@ -6,9 +6,12 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
@@ -28,8 +31,10 @@ func newBudgetCommand(o *Options) *cobra.Command {
 selected Sessions spent and what is left, as the manager last wrote it in the Budget's
 status (every few seconds), with the Sessions that spent and those waiting for room.
 
-Given a Budget, also print what each journey and each Session spent in its current
-window, from the Sessions' status.budgets (written with each answer, so exact).`,
+Given a Budget, also print each manager shard's lease in its current window (what
+the shard's Sessions spent and hold, and the slice of the limits it was granted),
+and what each journey and each Session spent in it, from the Sessions'
+status.budgets (written with each answer, so exact).`,
 		Example: budgetExample,
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -74,9 +79,52 @@ func (o *Options) budgets(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(args) == 1 {
+		if err := o.budgetShards(&list.Items[0]); err != nil {
+			return err
+		}
 		return o.budgetSessions(ctx, c, &list.Items[0])
 	}
 	return nil
+}
+
+// budgetShards prints the lease of each manager shard in Budget b's current window:
+// what its Sessions spent and hold, and the slice of the limits it was granted.
+func (o *Options) budgetShards(b *flowv1alpha1.Budget) error {
+	var shards []flowv1alpha1.BudgetShard
+	for _, e := range b.Status.Shards {
+		if b.Status.WindowStart == nil || e.WindowStart.Equal(b.Status.WindowStart) {
+			shards = append(shards, e)
+		}
+	}
+	if len(shards) == 0 {
+		return nil
+	}
+	fmt.Fprintln(o.Out)
+	w := printers.GetNewTabWriter(o.Out)
+	fmt.Fprintln(w, "SHARD\tSPENT\tRESERVED\tGRANTED\tSESSIONS\tWAITING\tRENEWED")
+	for _, e := range shards {
+		l := b.Spec.Limits
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", e.Shard, amounts(e.Spent, l), amounts(e.Reserved, l), amounts(e.Granted, l),
+			e.Sessions, e.Waiting, e.RenewTime.UTC().Format(time.RFC3339))
+	}
+	return w.Flush()
+}
+
+// amounts are the amounts of a that limits l limits, as "USD 0.01, 3 model calls".
+func amounts(a flowv1alpha1.BudgetAmounts, l flowv1alpha1.BudgetLimits) string {
+	var parts []string
+	count := func(v *int64, limit int64, unit string) {
+		if limit > 0 {
+			parts = append(parts, strconv.FormatInt(ptr.Deref(v, 0), 10)+" "+unit)
+		}
+	}
+	if l.CostUSD != "" {
+		parts = append(parts, "USD "+orDefault(a.CostUSD, "0"))
+	}
+	count(a.Tokens, l.Tokens, "tokens")
+	count(a.ModelCalls, l.ModelCalls, "model calls")
+	count(a.ToolCalls, l.ToolCalls, "tool calls")
+	return strings.Join(parts, ", ")
 }
 
 // budgetSessions prints what each journey and Session spent in Budget b's window.

@@ -14,8 +14,8 @@ import (
 )
 
 // kubectl journey budget: each Budget's spend against its limits, and for one Budget
-// what each journey and Session spent in its current window (an older window's
-// entries are not counted).
+// each shard's lease and what each journey and Session spent in its current window
+// (an older window's entries are not counted).
 func TestBudgetOnCluster(t *testing.T) {
 	controlPlane(t)
 	ctx := context.Background()
@@ -26,8 +26,17 @@ func TestBudgetOnCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := b.DeepCopy()
+	renewed := metav1.NewMicroTime(start.Add(10 * time.Hour))
+	shard := func(name, granted, spent string, calls int64, window metav1.Time) flowv1alpha1.BudgetShard {
+		return flowv1alpha1.BudgetShard{Shard: name, WindowStart: window, RenewTime: renewed, LeaseSeconds: 60, Sessions: 1,
+			Granted: flowv1alpha1.BudgetAmounts{CostUSD: granted, ModelCalls: ptr.To[int64](50)},
+			Spent:   flowv1alpha1.BudgetAmounts{CostUSD: spent, ModelCalls: ptr.To(calls), Tokens: ptr.To[int64](100)}}
+	}
 	b.Status = flowv1alpha1.BudgetStatus{WindowStart: &start, Sessions: 2, Waiting: 1,
-		Spent: flowv1alpha1.BudgetAmounts{CostUSD: "0.0045", ModelCalls: ptr.To[int64](3)}}
+		Spent: flowv1alpha1.BudgetAmounts{CostUSD: "0.0045", ModelCalls: ptr.To[int64](3)},
+		Shards: []flowv1alpha1.BudgetShard{shard("journey.dev/shard=a", "0.03", "0.003", 2, start), shard("journey.dev/shard=b", "0.02", "0.0015", 1, start),
+			shard("journey.dev/shard=c", "0.05", "1", 9, metav1.NewTime(start.Add(-24*time.Hour)))}}
+	b.Status.Shards[1].Waiting = 1
 	if err := admin.Status().Patch(ctx, b, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +55,10 @@ func TestBudgetOnCluster(t *testing.T) {
 	}
 	want := `BUDGET       WINDOW   COST (USD)    TOKENS   MODEL CALLS   TOOL CALLS   SESSIONS   WAITING
 care-daily   Day      0.0045/0.05   0        3/100         0            2          1
+
+SHARD                 SPENT                       RESERVED               GRANTED                    SESSIONS   WAITING   RENEWED
+journey.dev/shard=a   USD 0.003, 2 model calls    USD 0, 0 model calls   USD 0.03, 50 model calls   1          0         2026-11-26T10:00:00Z
+journey.dev/shard=b   USD 0.0015, 1 model calls   USD 0, 0 model calls   USD 0.02, 50 model calls   1          1         2026-11-26T10:00:00Z
 
 JOURNEY    SESSION    COST (USD)   TOKENS   MODEL CALLS   TOOL CALLS
 referral   budget-a   0.003        300      2             0
