@@ -259,19 +259,28 @@ func (l *Ledger) ensure(ctx context.Context, b *flowv1.Budget, a *account, now t
 }
 
 // Entry is this shard's entry for Budget b's status at now, as the periodic write
-// makes it (taking, renewing, growing or giving back its grant), and commit, to call
-// once it is written. b must be the Budget the entry is written to: the grant is
-// taken from what its other entries do not hold.
-func (l *Ledger) Entry(b *flowv1.Budget, now time.Time) (flowv1.BudgetShard, func(), bool) {
+// makes it (taking, renewing, growing or giving back its grant), and done, to call
+// with whether it was written: until then no other write of the entry starts, so
+// what the ledger holds follows the writes in their order. b must be the Budget the
+// entry is written to: the grant is taken from what its other entries do not hold.
+func (l *Ledger) Entry(b *flowv1.Budget, now time.Time) (e flowv1.BudgetShard, done func(written bool), ok bool) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	a := l.accounts[client.ObjectKeyFromObject(b)]
+	l.mu.Unlock()
 	if a == nil {
-		return flowv1.BudgetShard{}, func() {}, false
+		return flowv1.BudgetShard{}, func(bool) {}, false
 	}
+	a.writing.Lock()
+	l.mu.Lock()
 	l.observeLocked(a, b, now)
 	e, commit := l.entryLocked(a, b, now, true)
-	return e, commit, true
+	l.mu.Unlock()
+	return e, func(written bool) {
+		if written {
+			commit()
+		}
+		a.writing.Unlock()
+	}, true
 }
 
 // entryLocked builds a's entry at now. A smaller grant applies at once (what is given

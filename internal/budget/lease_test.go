@@ -140,15 +140,16 @@ func (st *shardTest) flush(l *Ledger) {
 	if err != nil {
 		st.t.Fatal(err)
 	}
-	e, commit, ok := l.Entry(b, st.clock.Now())
+	e, done, ok := l.Entry(b, st.clock.Now())
 	if !ok {
 		st.t.Fatal("no account")
 	}
 	SetShard(b, e, snap)
-	if err := st.c.Status().Patch(context.Background(), b, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+	err = st.c.Status().Patch(context.Background(), b, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	done(err == nil)
+	if err != nil {
 		st.t.Fatal(err)
 	}
-	commit()
 }
 
 // granted is shard's grant as written.

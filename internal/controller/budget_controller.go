@@ -66,7 +66,7 @@ func (r *BudgetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, r.write(ctx, before, &b)
 	}
 	// This shard's lease entry, and the sums of every shard's entry, in one write.
-	entry, commit, ok := r.Ledger.Entry(&b, now)
+	entry, done, ok := r.Ledger.Entry(&b, now)
 	if ok {
 		snap = budget.SetShard(&b, entry, snap)
 	}
@@ -76,10 +76,11 @@ func (r *BudgetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			"The Sessions of Budget %s spent %d%% of a limit in the window from %s", b.Name, budget.Percent(snap.Spent, snap.Limit), snap.Start.Format(time.RFC3339))
 	}
 	budgetMetrics.set(&b, snap)
-	if err := r.write(ctx, before, &b); err != nil {
+	err = r.write(ctx, before, &b)
+	done(err == nil)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	commit()
 	flush := r.Flush
 	if flush <= 0 {
 		flush = DefaultBudgetFlush
