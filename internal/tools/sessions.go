@@ -27,12 +27,14 @@ import (
 // (requests for input, sampling requests, progress) belongs to that call; calls made
 // at the same time take sessions of their own. A session whose call failed, or was
 // abandoned for an answer of the user, is closed, never reused. A session idle for
-// IdleTimeout is closed. A call whose reused session the server no longer knows (it
-// expired it, or restarted) is made again at once on a new session, with the same
-// idempotency key: the server never ran it, as it answered 404 to the request.
+// IdleTimeout is not reused: it is closed by the Caller's next call to any server
+// (no timer runs for it), or by Close. A call whose reused session the server no
+// longer knows (it expired it, or restarted) is made again at once on a new session,
+// with the same idempotency key: the server never ran it, as it answered 404 to the
+// request.
 
 const (
-	// DefaultIdleTimeout is how long a Caller keeps an idle session open.
+	// DefaultIdleTimeout is how long a Caller reuses an idle session.
 	DefaultIdleTimeout = 30 * time.Second
 	// maxIdleSessions bounds the idle sessions kept for one server: a manager's
 	// workers each make at most one call at a time.
