@@ -49,9 +49,11 @@ vet: ## Run go vet.
 .PHONY: chart
 chart: manifests ## Regenerate the Helm chart's CRDs, RBAC rules and webhooks (dist/chart) from config/.
 	$(GO) run ./hack/chart .
+# --allow-serial-runners: a second run on the machine (another clone's make test) waits
+# for the first instead of failing with "parallel golangci-lint is running".
 .PHONY: lint
 lint: ## Run golangci-lint (pinned in go.mod) with the linters of .golangci.yml.
-	CGO_ENABLED=0 $(GO) tool golangci-lint run ./...
+	CGO_ENABLED=0 $(GO) tool golangci-lint run --allow-serial-runners ./...
 
 .PHONY: verify
 verify: manifests generate docs chart ## Regenerate everything, then fail if the tree changed.
@@ -87,21 +89,24 @@ LONG_PKGS ?= ./test/e2e ./test/docs ./test/security ./hack/demo ./test/deploy
 .PHONY: test
 test: ## The whole test suite: lint, unit, envtest, browser (headless Chromium), e2e with kubectl and npm clients; concurrent packages under -race.
 	@# Chromium and the npm packages install (mostly download and unpacking) and the control
-	@# plane builds while vet compiles and checks the CGO-off flavour.
+	@# plane builds while vet, then lint, compile and check the CGO-off flavour. Lint loads
+	@# every package with its tests, compiling them as the CGO-off go test below does:
+	@# run first, it leaves that go test only its links; run beside it, both compiled the
+	@# same packages at the same time.
 	@bash hack/setup-chromium.sh >/dev/null & chromium=$$!; bash hack/setup-npm.sh >/dev/null & npm=$$!; \
 	$(MAKE) --no-print-directory envtest & envtest=$$!; \
 	$(MAKE) --no-print-directory vet; rc=$$?; \
+	$(MAKE) --no-print-directory lint || rc=1; \
 	wait $$envtest || rc=1; wait $$chromium || rc=1; wait $$npm || rc=1; exit $$rc
-	@# Then the race set, the CGO-off set and lint at the same time: most tests wait on
-	@# their control plane rather than compute, and none holds the others back.
+	@# Then the race set and the CGO-off set at the same time: most tests wait on their
+	@# control plane rather than compute, and neither holds the other back.
 	@race="$$($(GO) list $(RACE_PKGS))" && long="$$($(GO) list $(LONG_PKGS))" && \
 	rest="$$(echo "$$long"; $(GO) list ./... | grep -vxF "$$race" | grep -vxF "$$long")" && \
 	export KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" && \
-	echo "go test -race $(RACE_PKGS); CGO_ENABLED=0 go test (the other packages); golangci-lint: at the same time" && \
+	echo "go test -race $(RACE_PKGS); CGO_ENABLED=0 go test (the other packages): at the same time" && \
 	{ $(GO) test -race -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $$race & race_pid=$$!; \
-	  $(MAKE) --no-print-directory lint & lint_pid=$$!; \
 	  CGO_ENABLED=0 $(GO) test -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $$rest; rc=$$?; \
-	  wait $$race_pid || rc=1; wait $$lint_pid || rc=1; exit $$rc; }
+	  wait $$race_pid || rc=1; exit $$rc; }
 
 .PHONY: test-docs
 test-docs: envtest ## Run README.md and docs/*.md against a local control plane (make test runs it too).
