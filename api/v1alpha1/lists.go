@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "fmt"
+
 // Outcomes, approvals and interventions are numbered over the whole Session, from 0,
 // as messages are: spec.outcomes holds the ones from spec.outcomesDropped on,
 // spec.approvals the ones from spec.approvalsDropped on, spec.interventions the ones
@@ -104,4 +106,18 @@ func (s *SessionStatus) InterventionRecord(id string) *InterventionRecord {
 		}
 	}
 	return nil
+}
+
+// Refusal says what intervention r refused, who sent it and why ("Resume by alice
+// refused: ..."): the message of its InterventionRefused Event. It is "" for an
+// intervention that applied.
+func (r *InterventionRecord) Refusal() string {
+	if r.Result != InterventionRefused {
+		return ""
+	}
+	by := r.Intervention.By
+	if by == "" {
+		by = "an unnamed person"
+	}
+	return fmt.Sprintf("%s by %s refused: %s", r.Intervention.Action, by, r.Message)
 }

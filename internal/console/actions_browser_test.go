@@ -117,7 +117,7 @@ func TestConsoleActsOnBlockedSession(t *testing.T) {
 		t.Errorf("intervention %+v", i)
 	}
 	visit(t, ctx, c.url+"sessions/team-a/stuck")
-	waitFor(t, ctx, "the refusal is shown", `document.getElementById("h-reply").parentElement.textContent.includes("refused: maxTurns 1 is used up")`)
+	waitFor(t, ctx, "the refusal is shown", `document.getElementById("interventions").textContent.includes("refused: maxTurns 1 is used up")`)
 
 	// Out of the console's namespaces: refused, nothing sent.
 	refused := eval[string](t, ctx, `(async () => {

@@ -44,6 +44,30 @@ type sessionView struct {
 	// Asks are the tool calls that wait for the user's answer, when the page may
 	// answer them.
 	Asks []askView
+	// Interventions are the Session's records of the interventions it processed,
+	// newest first: a refused one says why (it is not a turn, so the last reply does
+	// not show it).
+	Interventions []interventionView
+}
+
+// interventionView is a processed intervention as the page lists it.
+type interventionView struct {
+	Step    int64
+	ID      string
+	Action  string
+	By      string
+	Refused string
+}
+
+// interventionsOf are the records of s's processed interventions, newest first.
+func interventionsOf(s *flowv1alpha1.Session) []interventionView {
+	recs := s.Status.Interventions
+	out := make([]interventionView, 0, len(recs))
+	for i := len(recs) - 1; i >= 0; i-- {
+		r := &recs[i]
+		out = append(out, interventionView{Step: r.Step, ID: r.Intervention.ID, Action: string(r.Intervention.Action), By: r.Intervention.By, Refused: r.Refusal()})
+	}
+	return out
 }
 
 // askView is a tool call that waits for an answer: a question its server asked (a
@@ -109,6 +133,7 @@ func (s *Server) showSession(w http.ResponseWriter, r *http.Request, status int,
 		v.Pending = &a
 	}
 	v.TurnFailed = turnFailed(ss)
+	v.Interventions = interventionsOf(ss)
 	if v.Blocked = blocked(ss); v.Blocked != nil && s.opts.Act != nil {
 		v.Actions = actionsFor(ss)
 	}

@@ -419,15 +419,8 @@ func interventionEvents(old, cur *flowv1.SessionStatus) []Event {
 	}
 	for _, rec := range cur.Interventions {
 		if rec.Step > old.Step && rec.Result == flowv1.InterventionRefused {
-			out = append(out, Event{EventWarning, flowv1.ReasonInterventionRefused, RefusalMessage(&rec)})
+			out = append(out, Event{EventWarning, flowv1.ReasonInterventionRefused, rec.Refusal()})
 		}
 	}
 	return out
-}
-
-// RefusalMessage says what intervention rec refused, who sent it and why: the message
-// of its InterventionRefused Event.
-func RefusalMessage(rec *flowv1.InterventionRecord) string {
-	iv := &rec.Intervention
-	return truncate.Bytes(fmt.Sprintf("%s by %s refused: %s", iv.Action, who(iv.By), rec.Message), 1024, "")
 }

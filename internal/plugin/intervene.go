@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
-	"github.com/journeyops/journey-operator/internal/engine"
 )
 
 // InterventionRequest is a person's act on a Session: the action and the field that
@@ -298,9 +297,7 @@ func outcomeOf(ctx context.Context, c client.Client, s *flowv1alpha1.Session, se
 		return o, nil
 	}
 	if rec := s.Status.InterventionRecord(sent.Intervention.ID); rec != nil && rec.Step > sent.StepBefore {
-		if rec.Result == flowv1alpha1.InterventionRefused {
-			o.Refused = engine.RefusalMessage(rec)
-		}
+		o.Refused = rec.Refusal()
 		return o, nil
 	}
 	if lt := s.Status.LastTurn; lt != nil {
