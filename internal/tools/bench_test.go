@@ -15,19 +15,20 @@ import (
 	"github.com/journeyops/journey-operator/internal/tools/clinic"
 )
 
-// serveClinicEnv, set, makes TestServeClinic serve a clinic until it is killed: the
-// benchmark's tool server, in a process of its own.
+// serveClinicEnv, set, makes the test binary serve a clinic until it is killed
+// instead of running tests: the benchmark's tool server, in a process of its own.
 const serveClinicEnv = "JOURNEY_TOOLS_SERVE_CLINIC"
 
-// TestServeClinic is not a test: run by BenchmarkCallTool in a child process, it
-// serves a clinic on a free loopback port, prints its URL and waits to be killed.
-func TestServeClinic(t *testing.T) {
+// TestMain runs the tests, or, in the child process BenchmarkCallTool starts, serves a
+// clinic on a free loopback port, prints its URL and waits to be killed.
+func TestMain(m *testing.M) {
 	if os.Getenv(serveClinicEnv) == "" {
-		t.Skip("the benchmark's tool server, run by BenchmarkCallTool")
+		os.Exit(m.Run())
 	}
 	l, err := clinic.Listen("127.0.0.1:0", false)
 	if err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, "clinic:", err)
+		os.Exit(1)
 	}
 	fmt.Println("clinic", l.URL)
 	select {}
@@ -57,10 +58,11 @@ func BenchmarkCallTool(b *testing.B) {
 	b.ReportMetric(float64(processCPU()-start)/float64(i), "cpu-ns/op")
 }
 
-// childClinic starts TestServeClinic in a child process and returns the clinic's URL.
+// childClinic starts this test binary as a clinic server (see TestMain) and returns
+// the clinic's URL.
 func childClinic(b *testing.B) string {
 	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestServeClinic$", "-test.v")
+	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), serveClinicEnv+"=1")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
