@@ -5,8 +5,9 @@ package webhook_test
 // (a manager with SetupWebhooks), and users authenticated by the API server, bound to
 // the ClusterRoles of config/rbac, send approvals with their own credentials.
 // No Session controller runs: the tests write status.lastDecision themselves.
-// The tests run in parallel: each works on Sessions of its own (generated names in the
-// shared namespace, or a namespace of its own with a manager restricted to it).
+// The tests run in parallel (but one with a one-second idle timeout): each works on
+// Sessions of its own (generated names in the shared namespace, or a namespace of its
+// own with a manager restricted to it).
 
 import (
 	"context"

@@ -123,8 +123,11 @@ func stopped(t *testing.T, s *flowv1.Session, want string) *flowv1.Session {
 // on loop prevention, the retry limit, the idle timeout or a failure is resumed by
 // alice with `kubectl journey resume`, the command its Stalled condition names; the
 // intervention carries her name, and the Session answers the next message.
+//
+// It runs alone, before the parallel tests: its idle case stops after one second
+// without a message, real time that tests competing for the CPU could use up between
+// the resume and the next message.
 func TestResumeAnswersTheNextMessage(t *testing.T) {
-	t.Parallel()
 	ns := testEnv.Namespace(t)
 	// alice edits journeys in this namespace too.
 	if err := admin.Create(context.Background(), &rbacv1.RoleBinding{
