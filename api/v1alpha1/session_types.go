@@ -122,12 +122,12 @@ type SessionSpec struct {
 	// runs the current pathway's last turn again, Goto moves it to another
 	// pathway, Rewind restores it to how it was after an earlier step. One that
 	// cannot apply is refused (an InterventionRefused Event and its record in
-	// status.interventions say why) and still counts as processed. Answer answers a tool call that waits
-	// on a person (a call whose outcome is unknown, or whose server asked for
-	// input) and applies while the turn is in progress. Append-only, keyed
-	// by id. A processed prefix may be dropped, in the same update that
-	// raises interventionsDropped by as many; what the list holds adds up to
-	// at most 2,000 bytes (any one intervention fits).
+	// status.interventions say why) and still counts as processed. Answer
+	// answers a tool call that waits on a person (a call whose outcome is
+	// unknown, or whose server asked for input) and applies while the turn is
+	// in progress. Append-only, keyed by id. A processed prefix may be dropped,
+	// in the same update that raises interventionsDropped by as many; what the
+	// list holds adds up to at most 2,000 bytes (any one intervention fits).
 	// +optional
 	// +listType=map
 	// +listMapKey=id
