@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -108,19 +109,7 @@ func Start(opts ...Option) (*Environment, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	// The control plane lives as long as a test binary or the demo and is thrown away
-	// after it: etcd need not wait for every write to reach the disk.
-	env.ControlPlane.Etcd = &envtest.Etcd{}
-	env.ControlPlane.Etcd.Configure().Set("unsafe-no-fsync", "true")
-	for _, o := range opts {
-		o(env)
-	}
-	cfg, err := env.Start()
+	env, cfg, err := startControlPlane(assets, opts)
 	if err != nil {
 		return nil, fmt.Errorf("starting control plane: %w", err)
 	}
@@ -144,4 +133,42 @@ func StartWithWebhooks(paths ...string) (*Environment, error) {
 func (e *Environment) WebhookServerOptions() webhook.Options {
 	o := e.WebhookInstallOptions
 	return webhook.Options{Host: o.LocalServingHost, Port: o.LocalServingPort, CertDir: o.LocalServingCertDir}
+}
+
+// startAttempts is how many times startControlPlane starts a control plane whose API
+// server did not create the default namespace in time.
+const startAttempts = 3
+
+// startControlPlane starts kube-apiserver and etcd with opts applied. envtest gives a
+// new API server a fixed 5 s to create the default namespace, which a machine busy
+// with other test binaries can miss although the API server is sound: such a control
+// plane is stopped and a new one started, up to startAttempts times. Each process may
+// take a minute to start (envtest's default is 20 s) unless
+// KUBEBUILDER_CONTROLPLANE_START_TIMEOUT says otherwise.
+func startControlPlane(assets string, opts []Option) (*envtest.Environment, *rest.Config, error) {
+	for attempt := 1; ; attempt++ {
+		env := &envtest.Environment{
+			BinaryAssetsDirectory: assets,
+			CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+			ErrorIfCRDPathMissing: true,
+		}
+		if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+			env.ControlPlaneStartTimeout = time.Minute
+		}
+		// The control plane lives as long as a test binary or the demo and is thrown
+		// away after it: etcd need not wait for every write to reach the disk.
+		env.ControlPlane.Etcd = &envtest.Etcd{}
+		env.ControlPlane.Etcd.Configure().Set("unsafe-no-fsync", "true")
+		for _, o := range opts {
+			o(env)
+		}
+		cfg, err := env.Start()
+		if err == nil {
+			return env, cfg, nil
+		}
+		_ = env.Stop()
+		if attempt == startAttempts || !strings.Contains(err.Error(), "default namespace didn't register") {
+			return nil, nil, err
+		}
+	}
 }
