@@ -181,18 +181,7 @@ func TestBudgetSharedBySessions(t *testing.T) {
 
 	// Raised: the waiting Sessions go on by themselves.
 	raiseBudget(t, ns, "team", "1")
-	eventually(t, 60*time.Second, func() error {
-		var list flowv1.SessionList
-		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		for _, s := range list.Items {
-			if s.Status.Phase != flowv1.PhaseCompleted {
-				return fmt.Errorf("session %s: phase %s, reason %s", s.Name, s.Status.Phase, s.Status.Reason)
-			}
-		}
-		return nil
-	})
+	eventually(t, 60*time.Second, everySessionCompleted(ns))
 	charged, journaled, calls = spentBySessions(t, ns, "team")
 	if charged != journaled || calls != n || charged.CostNano != n*1500000 {
 		t.Errorf("after raising: charged %+v, journaled %+v, %d calls", charged, journaled, calls)
@@ -556,7 +545,16 @@ func TestBudgetShards(t *testing.T) {
 
 	// Raised: the waiting Sessions of both shards go on by themselves.
 	raiseBudget(t, ns, "team", "1")
-	eventually(t, 60*time.Second, func() error {
+	eventually(t, 60*time.Second, everySessionCompleted(ns))
+	charged, journaled, calls = spentBySessions(t, ns, "team")
+	if charged != journaled || calls != n || charged.CostNano != n*1500000 {
+		t.Errorf("after raising: charged %+v, journaled %+v, %d calls", charged, journaled, calls)
+	}
+}
+
+// everySessionCompleted checks that every Session of ns has completed.
+func everySessionCompleted(ns string) func() error {
+	return func() error {
 		var list flowv1.SessionList
 		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 			return err
@@ -567,9 +565,5 @@ func TestBudgetShards(t *testing.T) {
 			}
 		}
 		return nil
-	})
-	charged, journaled, calls = spentBySessions(t, ns, "team")
-	if charged != journaled || calls != n || charged.CostNano != n*1500000 {
-		t.Errorf("after raising: charged %+v, journaled %+v, %d calls", charged, journaled, calls)
 	}
 }
