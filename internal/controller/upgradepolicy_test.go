@@ -95,21 +95,7 @@ func TestUpgradePolicyReplayCompatible(t *testing.T) {
 		return testenv.Answer(`{"reply": "Noted.", "outcome": "success", "complete": false}`)
 	})
 	startManager(t, ns, Options{})
-	p := &flowv1.Pathway{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "talk"},
-		Spec:       flowv1.PathwaySpec{Agents: []flowv1.Name{"gpt"}, Signature: flowv1.Signature{Instructions: "Answer the user."}},
-	}
-	j := journeyOf(ns, "chat", p)
-	j.Spec.UpgradePolicy = flowv1.UpgradeReplayCompatible
-	j.Spec.Agents = []flowv1.AgentSpec{{Name: "gpt", Provider: flowv1.ProviderOpenAI, Model: "test-model", BaseURL: chat.BaseURL(), MaxRetries: ptr.To[int32](0)}}
-	create(t, p, j)
-	var first string
-	eventually(t, 30*time.Second, func() error {
-		if first = get(t, ns, "chat", &flowv1.Journey{}).Status.ReadyRevision; first == "" {
-			return fmt.Errorf("no ready revision")
-		}
-		return nil
-	})
+	first := replayCompatibleChat(t, ns, chat.BaseURL())
 	create(t, sessionOf(ns, "s1", "chat"))
 	send(t, ns, "s1", "m1", "First.")
 	s := waitTurn(t, ns, "s1", 1)
@@ -176,21 +162,7 @@ func TestUpgradePolicyAfterRefusedInterventions(t *testing.T) {
 	opts := managerOptions(ns, Options{})
 	opts.Cache = CacheOptions(nil) // the manager's cache: it drops processed interventions
 	env.StartManager(t, opts)
-	p := &flowv1.Pathway{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "talk"},
-		Spec:       flowv1.PathwaySpec{Agents: []flowv1.Name{"gpt"}, Signature: flowv1.Signature{Instructions: "Answer the user."}},
-	}
-	j := journeyOf(ns, "chat", p)
-	j.Spec.UpgradePolicy = flowv1.UpgradeReplayCompatible
-	j.Spec.Agents = []flowv1.AgentSpec{{Name: "gpt", Provider: flowv1.ProviderOpenAI, Model: "test-model", BaseURL: chat.BaseURL(), MaxRetries: ptr.To[int32](0)}}
-	create(t, p, j)
-	var first string
-	eventually(t, 30*time.Second, func() error {
-		if first = get(t, ns, "chat", &flowv1.Journey{}).Status.ReadyRevision; first == "" {
-			return fmt.Errorf("no ready revision")
-		}
-		return nil
-	})
+	first := replayCompatibleChat(t, ns, chat.BaseURL())
 	create(t, sessionOf(ns, "s1", "chat"))
 	send(t, ns, "s1", "m1", "First.")
 	waitTurn(t, ns, "s1", 1)
@@ -316,4 +288,27 @@ func TestUpgradePolicyAfterAbortedCanary(t *testing.T) {
 			t.Errorf("session %s on %s, want %s", name, s.Status.JourneyRevision, stable)
 		}
 	}
+}
+
+// replayCompatibleChat creates the Journey "chat" (upgradePolicy ReplayCompatible) of one
+// pathway "talk" answered by an openai agent at baseURL, and returns the Journey's
+// first ready revision.
+func replayCompatibleChat(t *testing.T, ns, baseURL string) string {
+	t.Helper()
+	p := &flowv1.Pathway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "talk"},
+		Spec:       flowv1.PathwaySpec{Agents: []flowv1.Name{"gpt"}, Signature: flowv1.Signature{Instructions: "Answer the user."}},
+	}
+	j := journeyOf(ns, "chat", p)
+	j.Spec.UpgradePolicy = flowv1.UpgradeReplayCompatible
+	j.Spec.Agents = []flowv1.AgentSpec{{Name: "gpt", Provider: flowv1.ProviderOpenAI, Model: "test-model", BaseURL: baseURL, MaxRetries: ptr.To[int32](0)}}
+	create(t, p, j)
+	var first string
+	eventually(t, 30*time.Second, func() error {
+		if first = get(t, ns, "chat", &flowv1.Journey{}).Status.ReadyRevision; first == "" {
+			return fmt.Errorf("no ready revision")
+		}
+		return nil
+	})
+	return first
 }
