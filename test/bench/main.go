@@ -292,9 +292,12 @@ func report(w io.Writer, opts *options, results []*result, bursts []*burstResult
 			fmt.Fprintf(w, "- builtin, %d Sessions: paced turns/s at p99 < %.0f ms %.2fx the plain pair (goal >= 0.6): %s; cluster CPU per turn %.2fx the plain pair (goal <= 1.1): %s; %.2f status writes a turn (goal 1): %s\n",
 				r.Sessions, r.PacedLimit, r.pacedRatio(), met(r.pacedRatio() >= 0.6), r.cpuRatio(), met(r.cpuRatio() <= 1.1), r.StatusWrites, met(r.StatusWrites <= 1.005))
 			for _, p := range r.PlainPaced {
-				fmt.Fprintf(w, "  - the plain pair paced at %.1f turns/s (%.2fx its rate): p50 %.1f ms, p99 %.1f ms: %s the limit\n",
+				fmt.Fprintf(w, "  - the plain pair paced at the operator's rate, %.1f turns/s (%.2fx its rate): p50 %.1f ms, p99 %.1f ms: %s the limit\n",
 					p.Offered, ratio(p.Offered, r.PlainRate), p.P50, p.P99, map[bool]string{true: "within", false: "over"}[p.Pass])
 			}
+			b := r.PlainPacedBest
+			fmt.Fprintf(w, "  - the plain pair's own highest paced rate under the limit, searched as the operator's: %.1f turns/s (%.2fx its closed-loop rate; p50 %.1f ms, p99 %.1f ms); the operator's paced rate is %.2fx it\n",
+				b.Offered, ratio(b.Offered, r.PlainRate), b.P50, b.P99, ratio(r.Paced.Offered, b.Offered))
 		default:
 			b := builtin[fmt.Sprint(r.Sessions, r.Advance)]
 			if b == nil {

@@ -86,6 +86,13 @@ func newPlainPair(ctx context.Context, c client.Client, namespace, prefix string
 	})
 }
 
+// delete deletes the plain Sessions, so the probes of a search do not pile up in etcd.
+func (p *plainPair) delete(ctx context.Context) error {
+	return testenv.Parallel(16, len(p.objs), func(i int) error {
+		return client.IgnoreNotFound(p.c.Delete(ctx, p.objs[i]))
+	})
+}
+
 // run has every plain Session take turns turns, with workers in parallel, and returns
 // how long that took.
 func (p *plainPair) run(ctx context.Context, turns, workers int) (time.Duration, error) {

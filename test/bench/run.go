@@ -65,11 +65,14 @@ type result struct {
 	PacedLimit float64       `json:"pacedP99LimitMs"`
 	Paced      probeResult   `json:"paced"`
 	Probes     []probeResult `json:"probes"`
-	// PlainPaced is the plain pair paced as the operator was, on Sessions of its own:
-	// at the operator's best paced rate, and at the goal's rate (0.6x the plain
-	// pair's turns/s). It says whether a latency limit is the operator's or the
-	// machine's: the plain pair's two writes a turn meet it, or not, at that rate.
-	PlainPaced []probeResult `json:"plainPaced,omitempty"`
+	// PlainPaced is the plain pair paced as the operator was, on Sessions of its own,
+	// at the operator's best paced rate; PlainPacedBest its own highest rate under the
+	// same limit, searched as the operator's was, and PlainProbes every probe of that
+	// search. They say whether a latency limit is the operator's or the machine's: the
+	// plain pair's two writes a turn meet it, or not, at that rate.
+	PlainPaced     []probeResult `json:"plainPaced,omitempty"`
+	PlainPacedBest probeResult   `json:"plainPacedBest"`
+	PlainProbes    []probeResult `json:"plainProbes,omitempty"`
 	// (c) cluster CPU per turn of the closed loop.
 	TurnCPU map[string]float64 `json:"turnCPUmsPerTurn"`
 	// (d) writes per turn of the closed loop, counted by a watch.
@@ -434,30 +437,48 @@ func (r *run) paced(ctx context.Context, cv *conversations) error {
 	return nil
 }
 
-// plainPaced paces the plain pair, on Sessions of its own, at the operator's best
-// paced rate and at the goal's rate, under the same p99 limit.
+// plainPaced paces the plain pair, on Sessions of its own, under the same p99 limit:
+// at the operator's best paced rate, then searching its own highest passing rate as
+// the operator's was searched (each probe on new Sessions, so none runs out of
+// turns). It says whether a latency limit is the operator's or the machine's.
 func (r *run) plainPaced(ctx context.Context, _ *conversations) error {
 	res, turns := r.res, r.res.TurnsPerSession
-	plain, err := newPlainPair(ctx, r.c, plainNamespace, "paced-", r.calibSpec, r.statuses, min(r.n, r.opts.plainSessions))
-	if err != nil {
-		return fmt.Errorf("paced plain pair: %w", err)
-	}
 	limit := time.Duration(res.PacedLimit * float64(time.Millisecond))
-	for _, rate := range []float64{res.Paced.Offered, 0.6 * res.PlainRate} {
+	sessions := min(r.n, r.opts.plainSessions)
+	probes := 0
+	probe := func(rate float64) (probeResult, error) {
+		probes++
+		plain, err := newPlainPair(ctx, r.c, plainNamespace, fmt.Sprintf("paced%d-", probes), r.calibSpec, r.statuses, sessions)
+		if err != nil {
+			return probeResult{}, fmt.Errorf("paced plain pair: %w", err)
+		}
 		// As many turns as the Sessions have statuses for, at most.
 		d := min(r.opts.probeDuration, time.Duration(float64(len(plain.objs)*turns)/rate*float64(time.Second)))
-		if rate <= 0 || d <= 0 {
-			continue
-		}
 		quiet(10 * time.Second)
 		pr, err := plain.paced(ctx, rate, d, limit)
 		if err != nil {
-			return fmt.Errorf("paced plain pair: %w", err)
+			return pr, fmt.Errorf("paced plain pair: %w", err)
+		}
+		return pr, plain.delete(ctx)
+	}
+	if rate := res.Paced.Offered; rate > 0 {
+		pr, err := probe(rate)
+		if err != nil {
+			return err
 		}
 		res.PlainPaced = append(res.PlainPaced, pr)
-		logf("paced plain pair %.1f turns/s: sent %.1f/s, %d turns, %d missed, p50 %.1f ms p99 %.1f ms: %s",
+		logf("paced plain pair at the operator's rate, %.1f turns/s: sent %.1f/s, %d turns, %d missed, p50 %.1f ms p99 %.1f ms: %s",
 			rate, pr.Achieved, pr.Turns, pr.Missed, pr.P50, pr.P99, map[bool]string{true: "pass", false: "fail"}[pr.Pass])
 	}
+	hi := 1.25 * res.PlainRate
+	logf("paced plain pair: searching (0, %.1f] turns/s for p99 < %s, %d steps", hi, limit, r.opts.probes)
+	best, all, err := searchRate(ctx, hi, r.opts.probes, func() error { return nil }, probe)
+	if err != nil {
+		return err
+	}
+	res.PlainPacedBest, res.PlainProbes = best, all
+	logf("paced plain pair: %.1f turns/s (%.2fx its closed rate) with p50 %.1f ms p99 %.1f ms; the operator's paced rate is %.2fx it",
+		best.Offered, ratio(best.Offered, res.PlainRate), best.P50, best.P99, ratio(res.Paced.Offered, best.Offered))
 	return nil
 }
 

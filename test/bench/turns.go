@@ -180,13 +180,21 @@ func offer(ctx context.Context, rate float64, d time.Duration, n int, limit time
 	return res, nil
 }
 
-// searchPaced finds the highest paced rate whose turn p99 stays under limit: a
-// bisection over (0, hi] with steps steps of probes of d each. settle runs before each
-// probe, so a probe does not pay for the one before it. A probe that fails is made
-// once more and fails the step only if it fails again: on a shared machine one stall
-// of another process would otherwise cut the search short for good. It returns the
-// best passing probe (zero when none passed) and every probe made.
+// searchPaced finds the highest paced rate of the operator's conversations whose turn
+// p99 stays under limit (searchRate).
 func (cv *conversations) searchPaced(ctx context.Context, hi float64, steps int, d, limit time.Duration, settle func() error) (probeResult, []probeResult, error) {
+	return searchRate(ctx, hi, steps, settle, func(rate float64) (probeResult, error) {
+		return cv.paced(ctx, rate, d, limit)
+	})
+}
+
+// searchRate finds the highest paced rate whose probe passes: a bisection over
+// (0, hi] with steps steps. settle runs before each probe, so a probe does not pay
+// for the one before it. A probe that fails is made once more and fails the step
+// only if it fails again: on a shared machine one stall of another process would
+// otherwise cut the search short for good. It returns the best passing probe (zero
+// when none passed) and every probe made.
+func searchRate(ctx context.Context, hi float64, steps int, settle func() error, probe func(rate float64) (probeResult, error)) (probeResult, []probeResult, error) {
 	lo := 0.0
 	var best probeResult
 	var all []probeResult
@@ -198,13 +206,15 @@ func (cv *conversations) searchPaced(ctx context.Context, hi float64, steps int,
 				return best, all, err
 			}
 			var err error
-			if res, err = cv.paced(ctx, rate, d, limit); err != nil {
+			if res, err = probe(rate); err != nil {
 				return best, all, err
 			}
 			all = append(all, res)
 			logf("  paced %.1f turns/s (try %d): sent %.1f/s, %d turns, %d missed, p50 %.1f ms p99 %.1f ms: %s",
 				rate, try+1, res.Achieved, res.Turns, res.Missed, res.P50, res.P99, map[bool]string{true: "pass", false: "fail"}[res.Pass])
-			logf("    manager: %s", res.Queue)
+			if res.Queue != nil {
+				logf("    manager: %s", res.Queue)
+			}
 			if res.Pass {
 				break
 			}
