@@ -72,7 +72,11 @@ var secretLine = regexp.MustCompile(`(?m)^(\s*secret: ).*$`)
 // k8s:enc: prefix, and no value anywhere in etcd holds the conversation's text or the
 // Secret's value. Without the configuration (the control case) the same text is in the
 // Session's value in the clear, so the check can fail.
+//
+// The cases run in parallel, beside the package's other tests: each works on a control
+// plane of its own or in a namespace of its own on the shared one.
 func TestConversationsAreEncryptedAtRest(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, provider string
 	}{
@@ -81,6 +85,7 @@ func TestConversationsAreEncryptedAtRest(t *testing.T) {
 		{"without an encryption config", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			// The control case runs on the shared control plane; each encrypting one
 			// starts its own, with the encryption config.
 			var env *testenv.Environment
