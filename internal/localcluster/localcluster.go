@@ -57,16 +57,23 @@ type Cluster struct {
 
 // Start starts the control plane and the manager with its webhooks, and returns once
 // the webhooks serve. dir receives the kubeconfig and the webhook's certificate
-// directory; when plugin is true the kubectl-journey plugin is built into dir/bin.
+// directory; when plugin is true dir/bin holds the kubectl-journey plugin built from
+// this checkout.
 func Start(dir string, plugin bool) (*Cluster, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
 		return nil, err
 	}
 	if plugin {
-		build := exec.Command("go", "build", "-o", filepath.Join(dir, "bin", "kubectl-journey"), "./cmd/kubectl-journey")
-		build.Dir = testenv.RepoRoot()
-		if out, err := build.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("building kubectl-journey: %w\n%s", err, out)
+		// Built once for the test packages and the demo of a checkout (testenv.Binary),
+		// linked into dir/bin.
+		bin, err := testenv.Binary("./cmd/kubectl-journey")
+		if err != nil {
+			return nil, fmt.Errorf("building kubectl-journey: %w", err)
+		}
+		link := filepath.Join(dir, "bin", "kubectl-journey")
+		_ = os.Remove(link)
+		if err := os.Symlink(bin, link); err != nil {
+			return nil, err
 		}
 	}
 	env, err := testenv.Start(testenv.WithWebhooks(), func(e *envtest.Environment) {

@@ -291,7 +291,7 @@ func TestInstallsOnAControlPlane(t *testing.T) {
 			checkWebhookService(ctx, t, c, in)
 		})
 	}
-	bin := buildManager(ctx, t)
+	bin := buildManager(t)
 	t.Run("webhook down", func(t *testing.T) { checkOnlyApprovalsWait(ctx, t, c) })
 	t.Run("scoped manager", func(t *testing.T) { runScopedManager(ctx, t, env, c, installs[1], bin) })
 	t.Run("self cert manager", func(t *testing.T) { runSelfCertManager(ctx, t, env, c, installs[3], bin) })

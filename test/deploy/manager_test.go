@@ -75,14 +75,13 @@ func managerArgs(t *testing.T, in install) []string {
 	return append(args, "--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0", "--enable-webhooks=false")
 }
 
-// buildManager builds cmd/manager.
-func buildManager(ctx context.Context, t *testing.T) string {
+// buildManager builds cmd/manager, or reuses the binary another test package of the
+// run built (testenv.Binary).
+func buildManager(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "manager")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/manager")
-	build.Dir = repoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/manager: %v\n%s", err, out)
+	bin, err := testenv.Binary("./cmd/manager")
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
