@@ -259,7 +259,8 @@ func checkWebhookService(ctx context.Context, t *testing.T, c client.Client, in 
 // TestInstallsOnAControlPlane applies the chart (cluster-wide and namespace-scoped) and
 // config/default to a real API server, then checks what each manager ServiceAccount may
 // do, that the webhooks call the installed Service, and that with the webhook server
-// down only approvals wait on it.
+// down only approvals wait on it; then that the API server accepts the example Budgets
+// (checkDefaultBudgetExamples).
 func TestInstallsOnAControlPlane(t *testing.T) {
 	t.Parallel() // on a control plane of its own, beside the overlays'
 	// No CRDs: the installs bring them.
@@ -295,6 +296,7 @@ func TestInstallsOnAControlPlane(t *testing.T) {
 	t.Run("webhook down", func(t *testing.T) { checkOnlyApprovalsWait(ctx, t, c) })
 	t.Run("scoped manager", func(t *testing.T) { runScopedManager(ctx, t, env, c, installs[1], bin) })
 	t.Run("self cert manager", func(t *testing.T) { runSelfCertManager(ctx, t, env, c, installs[3], bin) })
+	t.Run("default budget examples", func(t *testing.T) { checkDefaultBudgetExamples(ctx, t, c) })
 }
 
 // checkOnlyApprovalsWait: no webhook server runs, so every call to it fails and

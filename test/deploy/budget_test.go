@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -118,12 +119,12 @@ func equalSpec(a, b flowv1.BudgetSpec) bool {
 	return string(x) == string(y)
 }
 
-// TestDefaultBudgetExamples: the Budgets of the chart's defaultBudget and of
+// checkDefaultBudgetExamples: the Budgets of the chart's defaultBudget and of
 // config/budget are accepted by a real API server with the CRDs of config/crd/bases
-// (schema, CEL rules, strict field validation).
-func TestDefaultBudgetExamples(t *testing.T) {
-	env := testenv.New(t)
-	ctx := t.Context()
+// (schema, CEL rules, strict field validation). TestInstallsOnAControlPlane runs it
+// once its installs created those CRDs (config/default's, the chart's being the same:
+// TestChartIsConfig) and no manager runs, rather than start a control plane for it.
+func checkDefaultBudgetExamples(ctx context.Context, t *testing.T, c client.Client) {
 	var objs []*unstructured.Unstructured
 	objs = append(objs, renderChart(t, scopedRelease, scopedNS, budgetValues(scopedValues(), nil)).ofKind("Budget")...)
 	objs = append(objs, renderChart(t, clusterRelease, clusterNS, budgetValues(nil, map[string]any{
@@ -138,10 +139,10 @@ func TestDefaultBudgetExamples(t *testing.T) {
 	kust[0].SetNamespace("outside")
 	objs = append(objs, kust...)
 	for _, ns := range append([]string{"outside"}, watched...) {
-		ensureNamespace(ctx, t, env.Client, ns)
+		ensureNamespace(ctx, t, c, ns)
 	}
 	for _, u := range objs {
-		if err := env.Client.Create(ctx, u, client.FieldValidation("Strict")); err != nil {
+		if err := c.Create(ctx, u, client.FieldValidation("Strict")); err != nil {
 			t.Errorf("Budget %s/%s refused: %v", u.GetNamespace(), u.GetName(), err)
 		}
 	}
@@ -166,6 +167,7 @@ func helmConfig(t *testing.T, kubeconfig, namespace string) *action.Configuratio
 // creates one in each watched namespace, the next upgrade applies changed limits, and
 // turning it off deletes them.
 func TestHelmInstallsTheDefaultBudget(t *testing.T) {
+	t.Parallel() // on a control plane of its own, beside the other installs
 	env := testenv.New(t, testenv.WithoutCRDs())
 	ctx := t.Context()
 	for _, ns := range append([]string{selfNS}, watched...) {
