@@ -30,6 +30,7 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	stopChromium()
 	if stopAll != nil {
 		stopAll()
 	}
@@ -63,16 +64,37 @@ func setup(t *testing.T) *cluster {
 	return shared
 }
 
-// browser starts a headless Chromium for the test.
+// The package's headless Chromium, started by the first test that needs a browser and
+// stopped by TestMain: starting Chromium takes more CPU than most tests' pages.
+var (
+	chromiumOnce sync.Once
+	chromiumCtx  context.Context // its first tab, which the test tabs are opened from
+	chromiumErr  error
+	stopChromium = func() {}
+)
+
+// browser opens a tab for the test in the package's Chromium (setup installs it), in a
+// browser context of its own: no cookies, storage or cache from another test. The tab
+// closes when the test ends.
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromeBin), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
+	chromiumOnce.Do(func() {
+		opts := append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(chromeBin), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancel := chromedp.NewContext(actx)
+		stopChromium = func() { cancel(); cancelAlloc() }
+		if chromiumErr = chromedp.Do(ctx); chromiumErr == nil {
+			chromiumCtx = ctx
+		}
+	})
+	if chromiumErr != nil {
+		t.Fatalf("starting Chromium (%s): %v", chromeBin, chromiumErr)
+	}
+	ctx, cancel := chromedp.NewContext(chromiumCtx, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("starting Chromium (%s): %v", chromeBin, err)
+		t.Fatalf("opening a tab in Chromium (%s): %v", chromeBin, err)
 	}
 	return ctx
 }
