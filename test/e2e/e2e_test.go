@@ -6,14 +6,15 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/journeyops/journey-operator/internal/localcluster"
 )
 
-// cluster is the control plane and manager every test shares; each test works in a
-// namespace of its own and runs in parallel with the others.
+// cluster is the control plane and manager every test shares; the tests run in parallel
+// with one another, each in a namespace of its own or in the shared samples namespace.
 var cluster *localcluster.Cluster
 
 func TestMain(m *testing.M) {
@@ -38,12 +39,41 @@ func journey(t *testing.T, ns string, args ...string) string {
 // namespace creates a namespace and applies the samples into it.
 func namespace(t *testing.T, name string) {
 	t.Helper()
-	kubectl(t, "create", "namespace", name)
-	// The samples name no namespace: -n puts them where the user says.
-	kubectl(t, "apply", "-k", "config/samples", "-n", name)
-	for _, j := range []string{"healthcare-referral", "review-loop", "planning", "delivery-pipeline"} {
-		kubectl(t, "-n", name, "wait", "--for=condition=Ready", "--timeout=30s", "journey/"+j)
+	if err := applySamples(name); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// applySamples creates namespace name, applies the samples into it and waits until their
+// Journeys are Ready.
+func applySamples(name string) error {
+	if _, err := cluster.Kubectl("create", "namespace", name); err != nil {
+		return err
+	}
+	// The samples name no namespace: -n puts them where the user says.
+	if _, err := cluster.Kubectl("apply", "-k", "config/samples", "-n", name); err != nil {
+		return err
+	}
+	_, err := cluster.Kubectl("-n", name, "wait", "--for=condition=Ready", "--timeout=30s",
+		"journey/healthcare-referral", "journey/review-loop", "journey/planning", "journey/delivery-pipeline")
+	return err
+}
+
+// sharedSamples applies the samples once, into the namespace e2e-samples, for the tests
+// that leave the samples' Journeys and Pathways as they are and touch only Sessions no
+// other test touches (their own, each named apart, or a sample Session only they use):
+// applying the samples costs the API server as much as a short test.
+var sharedSamples = sync.OnceValue(func() error { return applySamples(samplesNamespace) })
+
+const samplesNamespace = "e2e-samples"
+
+// samples returns the shared samples namespace (see sharedSamples).
+func samples(t *testing.T) string {
+	t.Helper()
+	if err := sharedSamples(); err != nil {
+		t.Fatalf("applying the samples into %s: %v", samplesNamespace, err)
+	}
+	return samplesNamespace
 }
 
 func repoPath(t *testing.T, rel string) string {
@@ -94,8 +124,7 @@ func mustMatch(t *testing.T, out string, patterns ...string) {
 
 func TestConversationWithPlugin(t *testing.T) {
 	t.Parallel()
-	ns := "e2e-chat"
-	namespace(t, ns)
+	ns := samples(t)
 	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
 kind: Session
 metadata: {name: patient-1}
@@ -138,8 +167,7 @@ spec:
 
 func TestReviewLoopWithPlugin(t *testing.T) {
 	t.Parallel()
-	ns := "e2e-review"
-	namespace(t, ns)
+	ns := samples(t)
 	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
 kind: Session
 metadata: {name: review-1}
@@ -169,8 +197,7 @@ spec:
 
 func TestApprovalWithPlugin(t *testing.T) {
 	t.Parallel()
-	ns := "e2e-approve"
-	namespace(t, ns)
+	ns := samples(t)
 	waitPhase(t, ns, "pl-half-marathon", "AwaitingApproval")
 	out, err := cluster.Kubectl("journey", "approve", "pl-half-marathon", "--to", "nowhere", "-n", ns)
 	if err == nil {
@@ -192,8 +219,7 @@ func TestApprovalWithPlugin(t *testing.T) {
 // draws today.
 func TestCommittedGraphsMatchThePlugin(t *testing.T) {
 	t.Parallel()
-	ns := "e2e-graphs"
-	namespace(t, ns)
+	ns := samples(t)
 	for _, j := range []string{"healthcare-referral", "review-loop", "planning", "delivery-pipeline"} {
 		want, err := os.ReadFile(repoPath(t, "docs/graphs/"+j+".mmd"))
 		if err != nil {

@@ -16,23 +16,28 @@ import (
 func TestExplainKeepsDescriptionLines(t *testing.T) {
 	t.Parallel()
 	for _, plural := range []string{"journeys", "pathways", "sessions"} {
-		crd := testenv.Manifests(t, filepath.Join(testenv.RepoRoot(), "config", "crd", "bases", "flow.journey.dev_"+plural+".yaml"))[0]
-		versions, _ := crd.Object["spec"].(map[string]any)["versions"].([]any)
-		schema := versions[0].(map[string]any)["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)
-		for _, n := range objectNodes(plural, schema) {
-			out := kubectl(t, "explain", n.path)
-			shown := map[string]bool{}
-			for _, l := range strings.Split(out, "\n") {
-				shown[strings.TrimSpace(l)] = true
-			}
-			for _, d := range n.descriptions {
-				for _, l := range strings.Split(d, "\n") {
-					if l = strings.TrimSpace(l); l != "" && !shown[l] {
-						t.Errorf("kubectl explain %s does not show the description line %q whole:\n%s", n.path, l, out)
+		// Each kind has tens of objects, one kubectl run each: the three kinds run side
+		// by side.
+		t.Run(plural, func(t *testing.T) {
+			t.Parallel()
+			crd := testenv.Manifests(t, filepath.Join(testenv.RepoRoot(), "config", "crd", "bases", "flow.journey.dev_"+plural+".yaml"))[0]
+			versions, _ := crd.Object["spec"].(map[string]any)["versions"].([]any)
+			schema := versions[0].(map[string]any)["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)
+			for _, n := range objectNodes(plural, schema) {
+				out := kubectl(t, "explain", n.path)
+				shown := map[string]bool{}
+				for _, l := range strings.Split(out, "\n") {
+					shown[strings.TrimSpace(l)] = true
+				}
+				for _, d := range n.descriptions {
+					for _, l := range strings.Split(d, "\n") {
+						if l = strings.TrimSpace(l); l != "" && !shown[l] {
+							t.Errorf("kubectl explain %s does not show the description line %q whole:\n%s", n.path, l, out)
+						}
 					}
 				}
 			}
-		}
+		})
 	}
 }
 

@@ -9,8 +9,7 @@ import (
 // also on a finished Session that was edited afterwards.
 func TestKubectlWaitForConditions(t *testing.T) {
 	t.Parallel()
-	ns := "e2e-wait"
-	namespace(t, ns)
+	ns := samples(t)
 	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
 kind: Pathway
 metadata: {name: only}

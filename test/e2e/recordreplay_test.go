@@ -37,8 +37,7 @@ const noDivergence = "No divergence: today's engine reproduces the transitions a
 // recording passes kubectl journey test, and kubectl journey replay finds no divergence.
 func TestRecordTestReplaySayDriven(t *testing.T) {
 	t.Parallel()
-	ns := "e2e-record"
-	namespace(t, ns)
+	ns := samples(t)
 	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
 kind: Session
 metadata: {name: patient-12345}
@@ -150,6 +149,7 @@ spec:
 	}
 	for _, s := range sessions {
 		t.Run(s, func(t *testing.T) {
+			t.Parallel() // each Session's record, test and replay are its own
 			replay, replayErr := cluster.Kubectl("journey", "replay", s, "-n", ns)
 			file, notes, recErr := record(t, ns, s)
 			if recErr != nil {
