@@ -18,6 +18,11 @@ import (
 // same binary waits for the one building it, and go build then finds the binary up to
 // date and does not link it again. A binary that is being run stays as it is when
 // another build replaces it: go build writes a new file, not into the old one.
+//
+// The binary is built with CGO_ENABLED=0, as `make image` builds it and the tests
+// outside the race set run, whatever the calling package's environment: a package of
+// the race set (cgo on) gets the same binary as one of the other set, so neither links
+// it again.
 func Binary(pkg string) (string, error) {
 	dir := filepath.Join(RepoRoot(), "bin", "test")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -35,6 +40,7 @@ func Binary(pkg string) (string, error) {
 	out := filepath.Join(dir, path.Base(pkg))
 	build := exec.Command("go", "build", "-o", out, pkg)
 	build.Dir = RepoRoot()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 	}

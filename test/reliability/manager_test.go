@@ -22,24 +22,13 @@ var (
 )
 
 // managerBinary builds cmd/manager once per test run: the chaos tests run the real
-// binary, so that a restart is a new process and a kill is a real SIGKILL.
+// binary, so that a restart is a new process and a kill is a real SIGKILL. It is the
+// binary the other test packages of the checkout run (testenv.Binary): linked once,
+// not by each package.
 func managerBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "journey-reliability-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		managerPath = filepath.Join(dir, "manager")
-		cmd := exec.Command("go", "build", "-o", managerPath, "./cmd/manager")
-		cmd.Dir = testenv.RepoRoot()
-		// The binary is not race-instrumented either way; CGO_ENABLED=0 (as `make vet`,
-		// `make image` and the tests outside the race run) reuses their cached packages.
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/manager: %w\n%s", err, out)
-		}
+		managerPath, buildErr = testenv.Binary("./cmd/manager")
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
