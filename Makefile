@@ -84,7 +84,7 @@ test-unit: ## Unit tests that need no control plane.
 # packages `make vet` compiled and mostly links. Nothing runs twice.
 # Each set lists its longest packages first: go test starts them in the order given.
 RACE_PKGS ?= ./internal/controller/... ./internal/plugin/... ./internal/console/... ./test/reliability/... ./internal/webhook/... ./internal/step/... ./internal/revision/... ./internal/agent/... ./internal/testenv/... ./internal/tracing/...
-LONG_PKGS ?= ./test/e2e ./test/docs ./test/security ./hack/demo ./test/deploy
+LONG_PKGS ?= ./test/e2e ./test/docs ./test/security ./test/deploy
 
 .PHONY: test
 test: ## The whole test suite: lint, unit, envtest, browser (headless Chromium), e2e with kubectl and npm clients; concurrent packages under -race.

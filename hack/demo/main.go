@@ -8,6 +8,7 @@
 //
 // The manager runs with its admission webhooks, served with the certificate it
 // provisions itself (internal/localcluster), so the demo refuses what a cluster refuses.
+// The stories are internal/demo's: the docs test tells them too and checks them.
 package main
 
 import (
@@ -27,6 +28,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/journeyops/journey-operator/internal/demo"
 	"github.com/journeyops/journey-operator/internal/localcluster"
 	"github.com/journeyops/journey-operator/internal/testenv"
 	"github.com/journeyops/journey-operator/internal/tools/clinic"
@@ -54,13 +56,13 @@ func run() error {
 	// The webhook server's own errors (a handshake cut short at shutdown) too.
 	log.SetOutput(logFile)
 
-	say("Starting a local control plane (kube-apiserver and etcd built from source) and the manager")
+	demo.Say("Starting a local control plane (kube-apiserver and etcd built from source) and the manager")
 	c, err := localcluster.Start(dir, true)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		say("Stopping the manager and the control plane")
+		demo.Say("Stopping the manager and the control plane")
 		_ = c.Stop()
 	}()
 	fmt.Println("Manager logs: .demo/manager.log")
@@ -75,7 +77,7 @@ func run() error {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if err := tellStories(ctx, kubectl{c}, cl); err != nil {
+	if err := demo.TellStories(ctx, c, cl); err != nil {
 		return err
 	}
 	fmt.Printf("\nDemo finished in %s.\n", time.Since(start).Round(time.Second))
@@ -120,32 +122,4 @@ func dashboard(ctx context.Context, c *localcluster.Cluster) (string, error) {
 		return "", fmt.Errorf("kubectl journey dashboard printed %q", line)
 	}
 	return fields[0], nil
-}
-
-func say(format string, args ...any) {
-	fmt.Printf("\n==> "+format+"\n", args...)
-}
-
-// kubectl runs the real kubectl (and through it the plugin) against the demo cluster.
-type kubectl struct{ c *localcluster.Cluster }
-
-func (k kubectl) output(args ...string) (string, error) { return k.c.Kubectl(args...) }
-
-// show prints the command and its output, as a person would see it.
-func (k kubectl) show(args ...string) error {
-	fmt.Printf("$ kubectl %s\n", strings.Join(quote(args), " "))
-	out, err := k.output(args...)
-	fmt.Print(out)
-	return err
-}
-
-func quote(args []string) []string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		if strings.ContainsAny(a, " '!?\"{") {
-			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-		out[i] = a
-	}
-	return out
 }

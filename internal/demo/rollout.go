@@ -1,8 +1,7 @@
-package main
+package demo
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,14 +12,11 @@ import (
 	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
-//go:embed clinic-welcome.yaml
-var welcomeManifest string
-
 // Which revision a new Session starts on is a hash of its UID, which the API server
-// chooses: at 50% the story starts at least minCanarySessions Sessions and more, up
+// chooses: at 50% the story starts at least MinCanarySessions Sessions and more, up
 // to maxCanarySessions, until each revision has one.
 const (
-	minCanarySessions = 4
+	MinCanarySessions = 4
 	maxCanarySessions = 12
 )
 
@@ -28,7 +24,7 @@ const (
 // becomes the canary, the next Sessions split between it and the stable revision,
 // and kubectl journey rollout promote makes it the stable one.
 func rolloutStory(ctx context.Context, k kubectl) error {
-	say("Rolling out a change: a canary revision serves half of the new Sessions until it is promoted")
+	Say("Rolling out a change: a canary revision serves half of the new Sessions until it is promoted")
 	j, err := startCanary(k)
 	if err != nil {
 		return err
@@ -60,7 +56,11 @@ func rolloutStory(ctx context.Context, k kubectl) error {
 // the changed revision holds as the canary.
 func startCanary(k kubectl) (*flowv1alpha1.Journey, error) {
 	path := filepath.Join(k.c.Dir, "clinic-welcome.yaml")
-	if err := os.WriteFile(path, []byte(welcomeManifest), 0o644); err != nil {
+	manifest, err := manifest("clinic-welcome.yaml")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, []byte(manifest), 0o644); err != nil {
 		return nil, err
 	}
 	if err := k.show("apply", "-f", path); err != nil {
@@ -82,11 +82,11 @@ func startCanary(k kubectl) (*flowv1alpha1.Journey, error) {
 }
 
 // splitSessions starts Sessions until each revision has one (at least
-// minCanarySessions), shows which revision each took and its reply, and what
+// MinCanarySessions), shows which revision each took and its reply, and what
 // kubectl journey rollout status counts once the Journey controller counted them.
 func splitSessions(ctx context.Context, k kubectl, stable, canary string) error {
 	names, on := []string{"get", "sessions"}, map[string]int{}
-	for n := 1; n <= maxCanarySessions && (n <= minCanarySessions || on[stable] == 0 || on[canary] == 0); n++ {
+	for n := 1; n <= maxCanarySessions && (n <= MinCanarySessions || on[stable] == 0 || on[canary] == 0); n++ {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -1,8 +1,7 @@
-package main
+package demo
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,19 +10,20 @@ import (
 	"github.com/journeyops/journey-operator/internal/tools/clinic"
 )
 
-//go:embed clinic-booking.yaml
-var clinicManifest string
-
 // clinicStory books an appointment through the clinic MCP server c: the Journey lists
 // the server's tools, the Session finds a doctor, waits for a person to approve the
 // booking (a destructive tool), and books once.
 func clinicStory(ctx context.Context, k kubectl, c *clinic.Listening) error {
-	say("Clinic booking: tools on an MCP server, a destructive call approved by a person")
+	Say("Clinic booking: tools on an MCP server, a destructive call approved by a person")
 	url := c.URL
 	fmt.Printf("Clinic MCP server at %s\n", url)
 
 	path := filepath.Join(k.c.Dir, "clinic-booking.yaml")
-	if err := os.WriteFile(path, []byte(strings.ReplaceAll(clinicManifest, "CLINIC_URL", url)), 0o644); err != nil {
+	manifest, err := manifest("clinic-booking.yaml")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(manifest, "CLINIC_URL", url)), 0o644); err != nil {
 		return err
 	}
 	if err := k.show("apply", "-f", path); err != nil {

@@ -1,4 +1,4 @@
-package main
+package docs
 
 import (
 	"bytes"
@@ -10,29 +10,24 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/journeyops/journey-operator/internal/localcluster"
-	"github.com/journeyops/journey-operator/internal/testenv"
+	"github.com/journeyops/journey-operator/internal/demo"
 	"github.com/journeyops/journey-operator/internal/tools/clinic"
 )
 
-// TestDemoTellsItsStories tells the demo's stories on a local control plane, as
-// make demo does, and checks what a person reads: the conversations, the canary
-// rollout (the Sessions split between the stable and canary revisions, then the
-// promotion) and the Budget's spend.
+// TestDemoTellsItsStories tells the stories of make demo (internal/demo) on the
+// documents' control plane, whose manager runs as make demo's does (localcluster), and
+// checks what a person reads: the conversations, the canary rollout (the Sessions
+// split between the stable and canary revisions, then the promotion) and the
+// Budget's spend. The stories work in namespace default, which no document uses; the
+// test does not run in parallel, as it captures standard output.
 func TestDemoTellsItsStories(t *testing.T) {
-	testenv.QuietLogs()
-	c, err := localcluster.Start(t.TempDir(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
 	cl, err := clinic.Listen("127.0.0.1:0", false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cl.Close() })
 
-	out, err := captureStdout(t, func() error { return tellStories(context.Background(), kubectl{c}, cl) })
+	out, err := captureStdout(t, func() error { return demo.TellStories(context.Background(), cluster, cl) })
 	if err != nil {
 		t.Fatalf("the demo failed: %v\n%s", err, out)
 	}
@@ -75,8 +70,8 @@ func checkStories(t *testing.T, out string) {
 		}
 		on[r[1]]++
 	}
-	if len(rows) < minCanarySessions || on[stable] == 0 || on[canary] == 0 {
-		t.Errorf("the Sessions listed: %d on the stable revision, %d on the canary, want at least %d with one on each", on[stable], on[canary], minCanarySessions)
+	if len(rows) < demo.MinCanarySessions || on[stable] == 0 || on[canary] == 0 {
+		t.Errorf("the Sessions listed: %d on the stable revision, %d on the canary, want at least %d with one on each", on[stable], on[canary], demo.MinCanarySessions)
 	}
 	// STARTED FINISHED COMPLETED FAILED ESCALATED TURNS COST USD: one turn each.
 	counts := func(n int) string {

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -36,13 +36,13 @@ func tellStories(ctx context.Context, k kubectl, c *clinic.Listening) error {
 	if err := budgetSpend(k); err != nil {
 		return err
 	}
-	say("All sessions")
+	Say("All sessions")
 	return k.show("get", "sessions", "-o", "wide")
 }
 
 // applySamples applies the samples and waits for their Journeys to be Ready.
 func applySamples(k kubectl) error {
-	say("Applying the sample journeys, pathways and sessions")
+	Say("Applying the sample journeys, pathways and sessions")
 	if err := k.show("apply", "-k", "config/samples", "-n", "default"); err != nil {
 		return err
 	}
@@ -60,7 +60,7 @@ func applySamples(k kubectl) error {
 
 // healthcareStory is a new patient's conversation, one message at a time.
 func healthcareStory(ctx context.Context, k kubectl) error {
-	say("Healthcare referral: a new patient, one message at a time")
+	Say("Healthcare referral: a new patient, one message at a time")
 	if err := k.create(`{"apiVersion":"flow.journey.dev/v1alpha1","kind":"Session",
 		"metadata":{"name":"patient-12345","namespace":"default","labels":{"team":"clinic"}},
 		"spec":{"journeyRef":{"name":"healthcare-referral"},
@@ -99,7 +99,7 @@ func healthcareStory(ctx context.Context, k kubectl) error {
 
 // reviewStory is a review loop whose first review fails and starts iteration 2.
 func reviewStory(ctx context.Context, k kubectl) error {
-	say("Review loop: External executors post outcomes; a failed review starts iteration 2")
+	Say("Review loop: External executors post outcomes; a failed review starts iteration 2")
 	if err := k.create(`{"apiVersion":"flow.journey.dev/v1alpha1","kind":"Session",
 		"metadata":{"name":"review-42","namespace":"default"},
 		"spec":{"journeyRef":{"name":"review-loop"},"initialContext":{"entity":"Invoice"}}}`); err != nil {

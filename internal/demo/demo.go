@@ -1,0 +1,60 @@
+// Package demo tells the stories of `make demo` (hack/demo) on a local control plane:
+// the sample journeys, one healthcare conversation, one review loop and one booking
+// turn by turn with the plugin, a canary rollout and a Budget's spend, printed as a
+// person would see them. The docs test tells them on its control plane and checks
+// what a person reads.
+package demo
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/journeyops/journey-operator/internal/localcluster"
+	"github.com/journeyops/journey-operator/internal/testenv"
+	"github.com/journeyops/journey-operator/internal/tools/clinic"
+)
+
+// TellStories tells the demo's stories on c, with the clinic MCP server cl, printing
+// them on standard output.
+func TellStories(ctx context.Context, c *localcluster.Cluster, cl *clinic.Listening) error {
+	return tellStories(ctx, kubectl{c}, cl)
+}
+
+// manifest reads a manifest of hack/demo: the demo's Budget and journeys, which the
+// docs and the e2e tests name there.
+func manifest(name string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "hack", "demo", name))
+	return string(b), err
+}
+
+// Say prints a heading of the demo's output.
+func Say(format string, args ...any) {
+	fmt.Printf("\n==> "+format+"\n", args...)
+}
+
+// kubectl runs the real kubectl (and through it the plugin) against the demo cluster.
+type kubectl struct{ c *localcluster.Cluster }
+
+func (k kubectl) output(args ...string) (string, error) { return k.c.Kubectl(args...) }
+
+// show prints the command and its output, as a person would see it.
+func (k kubectl) show(args ...string) error {
+	fmt.Printf("$ kubectl %s\n", strings.Join(quote(args), " "))
+	out, err := k.output(args...)
+	fmt.Print(out)
+	return err
+}
+
+func quote(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if strings.ContainsAny(a, " '!?\"{") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		out[i] = a
+	}
+	return out
+}
