@@ -110,6 +110,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.Tools == nil {
 		opts.Tools = &tools.Caller{Secrets: mgr.GetAPIReader()}
 	}
+	// The tool caller closes its idle MCP sessions when the manager stops.
+	if err := mgr.Add(opts.Tools); err != nil {
+		return err
+	}
 	if err := (&PathwayReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/utils/clock"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
@@ -27,9 +28,9 @@ import (
 // (requests for input, sampling requests, progress) belongs to that call; calls made
 // at the same time take sessions of their own. A session whose call failed, or was
 // abandoned for an answer of the user, is closed, never reused. A session idle for
-// IdleTimeout is not reused: it is closed by the Caller's next call to any server
-// (no timer runs for it), or by Close. A call whose reused session the server no
-// longer knows (it expired it, or restarted) is made again at once on a new session,
+// IdleTimeout is closed then, by a timer the Caller keeps for its oldest idle session
+// (or earlier, by Close, which the manager calls when it stops). A call whose reused
+// session the server no longer knows (it expired it, or restarted) is made again at once on a new session,
 // with the same idempotency key: the server never ran it, as it answered 404 to the
 // request.
 
@@ -190,7 +191,7 @@ func (c *Caller) take(key sessionKey) *session {
 // put keeps s for the next call to its server.
 func (c *Caller) put(s *session) {
 	c.mu.Lock()
-	s.idle = c.clock()
+	s.idle = c.clock().Now()
 	var drop []*session
 	if len(c.idle[s.key]) < maxIdleSessions {
 		if c.idle == nil {
@@ -201,18 +202,54 @@ func (c *Caller) put(s *session) {
 		drop = append(drop, s)
 	}
 	drop = append(drop, c.expire()...)
+	c.arm()
 	c.mu.Unlock()
 	closeAll(drop)
+}
+
+// arm sets the timer to the time the oldest idle session is up, or stops it when none
+// is idle (c.mu held).
+func (c *Caller) arm() {
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	var oldest time.Time
+	for _, idle := range c.idle {
+		if len(idle) > 0 && (oldest.IsZero() || idle[0].idle.Before(oldest)) {
+			oldest = idle[0].idle
+		}
+	}
+	if oldest.IsZero() {
+		return
+	}
+	// As time.AfterFunc does, the timer runs expireIdle in a goroutine of its own (a
+	// fake clock of tests calls its functions while it holds its lock).
+	c.timer = c.clock().AfterFunc(c.idleTimeout()-c.clock().Since(oldest), func() { go c.expireIdle() })
+}
+
+// expireIdle closes the sessions whose idle time is up, and sets the timer for the
+// next one.
+func (c *Caller) expireIdle() {
+	c.mu.Lock()
+	expired := c.expire()
+	c.arm()
+	c.mu.Unlock()
+	closeAll(expired)
+}
+
+func (c *Caller) idleTimeout() time.Duration {
+	if c.IdleTimeout <= 0 {
+		return DefaultIdleTimeout
+	}
+	return c.IdleTimeout
 }
 
 // expire takes out the sessions idle for longer than the idle timeout (c.mu held).
 // Each list is in the order its sessions became idle, oldest first.
 func (c *Caller) expire() []*session {
-	timeout := c.IdleTimeout
-	if timeout <= 0 {
-		timeout = DefaultIdleTimeout
-	}
-	now := c.clock()
+	timeout := c.idleTimeout()
+	now := c.clock().Now()
 	var out []*session
 	for key, idle := range c.idle {
 		n := 0
@@ -241,15 +278,29 @@ func (c *Caller) Close() {
 		all = append(all, idle...)
 	}
 	c.idle = nil
+	c.arm()
 	c.mu.Unlock()
 	closeAll(all)
 }
 
-func (c *Caller) clock() time.Time {
-	if c.now != nil {
-		return c.now()
+// Start makes a Caller a manager Runnable: it waits for the manager to stop, then
+// closes the idle sessions, so the servers are told (a DELETE each) instead of keeping
+// them until their own timeout. A session whose call ends after that is closed by its
+// idle timer, or with the process.
+func (c *Caller) Start(ctx context.Context) error {
+	<-ctx.Done()
+	c.Close()
+	return nil
+}
+
+// NeedLeaderElection is false: every replica closes its own sessions when it stops.
+func (c *Caller) NeedLeaderElection() bool { return false }
+
+func (c *Caller) clock() clock.WithDelayedExecution {
+	if c.clk != nil {
+		return c.clk
 	}
-	return time.Now()
+	return clock.RealClock{}
 }
 
 func closeAll(sessions []*session) {

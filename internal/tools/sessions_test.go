@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	testingclock "k8s.io/utils/clock/testing"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/agent"
@@ -265,17 +266,90 @@ func TestSessionsAfterFailures(t *testing.T) {
 // opens a new one; one idle for less is reused.
 func TestIdleSessionsExpire(t *testing.T) {
 	ss := newSessionServer(t)
-	now := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
-	c := &Caller{IdleTimeout: time.Minute, now: func() time.Time { return now }}
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC))
+	c := &Caller{IdleTimeout: time.Minute, clk: clk}
 	callEcho(t, c, ss.server, "k-1")
-	now = now.Add(59 * time.Second)
+	clk.Step(59 * time.Second)
 	callEcho(t, c, ss.server, "k-2")
 	if got := ss.counts(); got.inits != 1 {
 		t.Fatalf("a session idle 59s of 1m: %d sessions opened, want 1", got.inits)
 	}
-	now = now.Add(time.Minute)
+	clk.Step(time.Minute)
+	waitDeletes(t, ss, 1)
 	callEcho(t, c, ss.server, "k-3")
 	if got := ss.counts(); got.inits != 2 || got.deletes != 1 {
 		t.Fatalf("a session idle 1m of 1m: %d sessions opened, %d closed; want 2 and 1", got.inits, got.deletes)
+	}
+}
+
+// TestIdleSessionsCloseOnTime: an idle session is closed when its idle time is up,
+// with no further call; sessions idle since different times are closed each at its
+// own time, and none is closed early.
+func TestIdleSessionsCloseOnTime(t *testing.T) {
+	ss := newSessionServer(t)
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC))
+	c := &Caller{IdleTimeout: time.Minute, clk: clk}
+	callEcho(t, c, ss.server, "k-1") // idle since 9:00:00
+	clk.Step(30 * time.Second)
+	if res, err := c.CallTool(context.Background(), "other-ns", echo(ss.server, "k-2")); err != nil || res.Error != "" {
+		t.Fatalf("call from another namespace: %v %q", err, res.Error)
+	} // another session, idle since 9:00:30
+	clk.Step(29 * time.Second) // 9:00:59
+	if got := ss.counts(); got.deletes != 0 {
+		t.Fatalf("at 59s of idle: %d sessions closed, want 0", got.deletes)
+	}
+	clk.Step(time.Second) // 9:01:00
+	waitDeletes(t, ss, 1)
+	clk.Step(29 * time.Second) // 9:01:29
+	if got := ss.counts(); got.deletes != 1 {
+		t.Fatalf("the second session at 59s of idle: %d sessions closed in all, want 1", got.deletes)
+	}
+	clk.Step(time.Second) // 9:01:30
+	waitDeletes(t, ss, 2)
+	if clk.HasWaiters() {
+		t.Fatal("a timer is still set with no idle session")
+	}
+}
+
+// TestCallerClosesSessionsWhenTheManagerStops: run as a manager Runnable, a Caller
+// closes its idle sessions when the manager stops.
+func TestCallerClosesSessionsWhenTheManagerStops(t *testing.T) {
+	ss := newSessionServer(t)
+	c := &Caller{}
+	callEcho(t, c, ss.server, "k-1")
+	if res, err := c.CallTool(context.Background(), "other-ns", echo(ss.server, "k-2")); err != nil || res.Error != "" {
+		t.Fatalf("call from another namespace: %v %q", err, res.Error)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- c.Start(ctx) }()
+	if got := ss.counts(); got.deletes != 0 {
+		t.Fatalf("while the manager runs: %d sessions closed, want 0", got.deletes)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := ss.counts(); got.inits != 2 || got.deletes != 2 {
+		t.Fatalf("after the manager stopped: %d sessions opened, %d closed; want 2 and 2", got.inits, got.deletes)
+	}
+	if c.NeedLeaderElection() {
+		t.Fatal("a Caller waits for leader election: a replica that is not the leader would keep its sessions")
+	}
+}
+
+// waitDeletes waits until the server has been told of n closed sessions: a timer
+// closes them in a goroutine of its own.
+func waitDeletes(t *testing.T, ss *sessionServer, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for ss.counts().deletes < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions closed, want %d", ss.counts().deletes, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := ss.counts().deletes; got != n {
+		t.Fatalf("%d sessions closed, want %d", got, n)
 	}
 }

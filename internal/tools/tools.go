@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -39,15 +40,17 @@ const (
 // Caller calls tools. Secrets reads the Secrets of header values; HTTPClient, when set,
 // is the base of the clients it makes (its Transport is kept). A Caller reuses the
 // MCP sessions of its calls (sessions.go); IdleTimeout is how long it keeps an idle
-// one open (zero: DefaultIdleTimeout). Close closes the idle sessions.
+// one open (zero: DefaultIdleTimeout). Close closes the idle sessions; as a manager
+// Runnable (Start), a Caller closes them when the manager stops.
 type Caller struct {
 	Secrets     client.Reader
 	HTTPClient  *http.Client
 	IdleTimeout time.Duration
 
-	mu   sync.Mutex
-	idle map[sessionKey][]*session // idle sessions, oldest first
-	now  func() time.Time          // tests: the clock of idle timeouts
+	mu    sync.Mutex
+	idle  map[sessionKey][]*session  // idle sessions, oldest first
+	timer clock.Timer                // closes the oldest idle session when its time is up; nil when none is idle
+	clk   clock.WithDelayedExecution // tests: the clock of idle timeouts; nil: the real clock
 }
 
 // CallTool makes one tool call: a builtin tool is evaluated, a server tool is called
