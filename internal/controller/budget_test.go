@@ -11,6 +11,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -88,10 +89,13 @@ func spentBySessions(t *testing.T, ns, name string) (charged, journaled engine.S
 }
 
 // raiseBudget sets the costUSD limit of Budget name, as a person does with kubectl
-// edit: read, change, write, again when the manager wrote its status in between.
+// edit: read, change, write, again when the manager wrote its status in between. The
+// managers write it every BudgetFlush, two of them in the shards test: on a busy
+// machine more often than retry.DefaultRetry's five tries within 50 ms outlast.
 func raiseBudget(t *testing.T, ns, name, costUSD string) {
 	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	backoff := wait.Backoff{Steps: 20, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.5, Cap: time.Second}
+	err := retry.RetryOnConflict(backoff, func() error {
 		b := get(t, ns, name, &flowv1.Budget{})
 		b.Spec.Limits.CostUSD = flowv1.Decimal(costUSD)
 		return k8sClient.Update(context.Background(), b)
