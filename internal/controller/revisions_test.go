@@ -361,6 +361,11 @@ func TestForkRebuildsFromTheJournal(t *testing.T) {
 		}
 		return nil
 	})
+	// Its first write says it is suspended too: no later write moves it past the fork
+	// step before it is resumed.
+	if c := apimeta.FindStatusCondition(f.Status.Conditions, flowv1.ConditionReady); c == nil || c.Reason != flowv1.ReasonSuspended {
+		t.Errorf("the fork's first status: Ready %+v, want reason %s", c, flowv1.ReasonSuspended)
+	}
 	if got := model.Calls() - chatBefore; got != 0 {
 		t.Errorf("the rebuild made %d chat requests, want 0", got)
 	}

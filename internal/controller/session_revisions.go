@@ -184,5 +184,5 @@ func (r *SessionReconciler) fork(ctx context.Context, s *flowv1.Session, now tim
 	if check != nil && !check.Reproduces {
 		note += "; " + check.String()
 	}
-	return sessionStep{status: engine.Fork(rebuilt.Status, to, check, now), step: step.Changed, forked: note}
+	return sessionStep{status: engine.Fork(rebuilt.Status, to, check, s.Spec.Suspend, now), step: step.Changed, forked: note}
 }

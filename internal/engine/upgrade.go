@@ -150,9 +150,12 @@ func (r *run) sessionName() string {
 // its approvals and interventions (they were a person's acts on the source): so it
 // counts none of those processed. It keeps the source's records of the interventions
 // processed up to the fork step (status.interventions), as it keeps its history, so
-// that a replay of the fork gives them at their steps. It returns the fork's status; rebuilt is not
+// that a replay of the fork gives them at their steps. A fork created suspended
+// (suspended: its spec.suspend) says so in this first status, with the conditions the
+// step after it would set, so that step finds nothing to change and the fork stays at
+// the fork step until it is resumed. It returns the fork's status; rebuilt is not
 // modified.
-func Fork(rebuilt *flowv1.SessionStatus, revision string, check *ReplayCheck, now time.Time) *flowv1.SessionStatus {
+func Fork(rebuilt *flowv1.SessionStatus, revision string, check *ReplayCheck, suspended bool, now time.Time) *flowv1.SessionStatus {
 	st := rebuilt.DeepCopy()
 	st.JourneyRevision = revision
 	st.ProcessedApprovals, st.ProcessedInterventions = 0, 0
@@ -167,6 +170,11 @@ func Fork(rebuilt *flowv1.SessionStatus, revision string, check *ReplayCheck, no
 				fmt.Sprintf("Step %d of the source replays differently on revision %s: %s: %s; the fork keeps the source's status up to step %d and runs on %s from there",
 					check.Step, revision, check.Field, check.Message, st.Step, revision), now)
 		}
+	}
+	if suspended && !st.Phase.IsTerminal() {
+		// As a step of a suspended Session settles it (Step), without a step of its own.
+		r := &run{st: st, now: metav1.NewTime(now), suspended: true}
+		r.settle()
 	}
 	return st
 }

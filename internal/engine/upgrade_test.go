@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -64,5 +65,46 @@ func TestUpgradeByPolicy(t *testing.T) {
 		if UpgradeByPolicy(st, check, "s1", now) || !statusEqual(st, base()) || st.Conditions != nil {
 			t.Errorf("check %+v changed the status: %+v", check, st)
 		}
+	}
+}
+
+// TestForkCreatedSuspended: a fork created suspended says so in its first status, as
+// the step after it would, so that step changes nothing and the fork stays at the fork
+// step (one write, not a second one that only records the suspension); a fork that is
+// not suspended keeps the rebuilt conditions.
+func TestForkCreatedSuspended(t *testing.T) {
+	waiting := newSession(t, conversation())
+	waiting.say("m1", "hi")
+	waiting.settle()
+	// Mid-turn: the step that asks the model, its answer not yet journaled.
+	running := newSession(t, remoteHealthcare())
+	running.say("m1", "Hi, I need to book an appointment with a cardiologist.")
+	if eff := running.step(); eff == nil {
+		t.Fatal("the first message made no model call")
+	}
+	for name, s := range map[string]*session{"waiting for input": waiting, "mid-turn": running} {
+		t.Run(name, func(t *testing.T) {
+			rebuilt := s.st.DeepCopy()
+			plain := Fork(rebuilt, "rev-1", nil, false, s.now)
+			if !equality.Semantic.DeepEqual(plain.Conditions, rebuilt.Conditions) {
+				t.Errorf("a fork that is not suspended changed the rebuilt conditions:\n%s\n%s", dump(plain.Conditions), dump(rebuilt.Conditions))
+			}
+			forked := Fork(rebuilt, "rev-1", nil, true, s.now)
+			if !equality.Semantic.DeepEqual(rebuilt, s.st) {
+				t.Fatal("Fork modified the rebuilt status")
+			}
+			if c := apimeta.FindStatusCondition(forked.Conditions, flowv1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse || c.Reason != flowv1.ReasonSuspended {
+				t.Errorf("Ready of a fork created suspended: %+v", c)
+			}
+			if forked.Step != rebuilt.Step || forked.Phase != rebuilt.Phase {
+				t.Errorf("the fork is at step %d in phase %s, want the rebuilt step %d in phase %s", forked.Step, forked.Phase, rebuilt.Step, rebuilt.Phase)
+			}
+			spec := s.spec.DeepCopy()
+			spec.Suspend = true
+			next, eff := Step(s.snap, Input{Spec: spec, Status: forked, Now: s.now.Add(time.Minute), SessionName: "fork", SessionUID: "uid-2", CreationTime: t0})
+			if eff != nil || !equality.Semantic.DeepEqual(next, forked) {
+				t.Errorf("the step after a suspended fork's first status changed it (effect %v):\n%s\nwas\n%s", eff, dump(next), dump(forked))
+			}
+		})
 	}
 }

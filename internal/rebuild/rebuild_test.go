@@ -535,7 +535,7 @@ func TestReplayOfAFork(t *testing.T) {
 	f.s.Name, f.s.UID, f.s.CreationTimestamp = "f", "uid-f", metav1.NewTime(clock)
 	f.s.Spec = flowv1.SessionSpec{JourneyRef: src.s.Spec.JourneyRef, Messages: slices.Clone(src.s.Spec.Messages),
 		ForkOf: &flowv1.ForkSource{Session: "s", UID: string(src.s.UID), Step: at}}
-	f.s.Status = *engine.Fork(rebuilt.Status, "chat-3", nil, clock)
+	f.s.Status = *engine.Fork(rebuilt.Status, "chat-3", nil, false, clock)
 	if got := results(f.s.Status.Interventions); got != "Refused Applied" || f.s.Status.ProcessedInterventions != 0 {
 		t.Fatalf("the fork's records %s, processed %d; want the source's two records and none of its own", got, f.s.Status.ProcessedInterventions)
 	}
