@@ -7,6 +7,10 @@ GO ?= go
 CONTROLLER_GEN ?= $(GO) tool controller-gen
 # Test timeout for the whole suite; CI allows 90 minutes, we aim well under 30.
 TEST_TIMEOUT ?= 25m
+# Test binaries are linked without DWARF debug information: nothing in a test run reads
+# it (stack traces and race reports come from the binary's own symbol tables), and the
+# link of every test binary, with and without -race, takes a fifth to a third less CPU.
+TEST_LDFLAGS ?= -w
 # Tests of one package that call t.Parallel (each in a namespace of its own) run this many
 # at a time: they mostly wait on their control plane.
 TEST_PARALLEL ?= 3
@@ -104,8 +108,8 @@ test: ## The whole test suite: lint, unit, envtest, browser (headless Chromium),
 	rest="$$(echo "$$long"; $(GO) list ./... | grep -vxF "$$race" | grep -vxF "$$long")" && \
 	export KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" && \
 	echo "go test -race $(RACE_PKGS); CGO_ENABLED=0 go test (the other packages): at the same time" && \
-	{ $(GO) test -race -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $$race & race_pid=$$!; \
-	  CGO_ENABLED=0 $(GO) test -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $$rest; rc=$$?; \
+	{ $(GO) test -race -ldflags='$(TEST_LDFLAGS)' -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $$race & race_pid=$$!; \
+	  CGO_ENABLED=0 $(GO) test -ldflags='$(TEST_LDFLAGS)' -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $$rest; rc=$$?; \
 	  wait $$race_pid || rc=1; exit $$rc; }
 
 .PHONY: test-docs

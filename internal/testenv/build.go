@@ -22,7 +22,8 @@ import (
 // The binary is built with CGO_ENABLED=0, as `make image` builds it and the tests
 // outside the race set run, whatever the calling package's environment: a package of
 // the race set (cgo on) gets the same binary as one of the other set, so neither links
-// it again.
+// it again. It is linked with -s -w, as `make image` links it: a test reads no debug
+// information, and the link takes less work.
 func Binary(pkg string) (string, error) {
 	dir := filepath.Join(RepoRoot(), "bin", "test")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -38,7 +39,7 @@ func Binary(pkg string) (string, error) {
 	}
 	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
 	out := filepath.Join(dir, path.Base(pkg))
-	build := exec.Command("go", "build", "-o", out, pkg)
+	build := exec.Command("go", "build", "-ldflags=-s -w", "-o", out, pkg)
 	build.Dir = RepoRoot()
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := build.CombinedOutput(); err != nil {
