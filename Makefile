@@ -11,6 +11,10 @@ TEST_TIMEOUT ?= 25m
 # it (stack traces and race reports come from the binary's own symbol tables), and the
 # link of every test binary, with and without -race, takes a fifth to a third less CPU.
 TEST_LDFLAGS ?= -w
+# Race binaries are cgo binaries, which Go links with the host linker (gcc) by default;
+# Go's own linker links them (the standard library's cgo parts, the race runtime) with
+# a third less CPU again, and the race reports read the same.
+RACE_LDFLAGS ?= $(TEST_LDFLAGS) -linkmode=internal
 # Tests of one package that call t.Parallel (each in a namespace of its own) run this many
 # at a time: they mostly wait on their control plane.
 TEST_PARALLEL ?= 3
@@ -43,9 +47,9 @@ docs: ## Regenerate the API reference (docs/api.md).
 fmt: ## Run go fmt.
 	$(GO) fmt ./...
 
-# CGO_ENABLED=0 is the flavour of `make image` and of the tests outside RACE_PKGS: vet
-# compiles every package once for them and for lint (cgo changes package net and all its
-# importers, so a cgo flavour would compile the whole tree once more).
+# CGO_ENABLED=0 is the flavour of `make image`, of lint and of the tests outside
+# RACE_PKGS (cgo changes package net and all its importers, so a cgo flavour would
+# compile the whole tree once more). make test runs lint, whose govet has these analyzers.
 .PHONY: vet
 vet: ## Run go vet.
 	CGO_ENABLED=0 $(GO) vet ./...
@@ -85,7 +89,7 @@ test-unit: ## Unit tests that need no control plane.
 # pipelines, the plugin's watch, the harness's chat server, the trace export queue,
 # the short reliability run) run under the race detector; the others run once without it, with
 # CGO_ENABLED=0 like `make image`, so hack/image's test of the real image reuses the
-# packages `make vet` compiled and mostly links. Nothing runs twice.
+# packages lint compiled and mostly links. Nothing runs twice.
 # Each set lists its longest packages first: go test starts them in the order given.
 RACE_PKGS ?= ./internal/controller/... ./internal/plugin/... ./internal/console/... ./test/reliability/... ./internal/webhook/... ./internal/step/... ./internal/revision/... ./internal/agent/... ./internal/testenv/... ./internal/tracing/...
 LONG_PKGS ?= ./test/e2e ./test/docs ./test/security ./test/deploy
@@ -93,14 +97,14 @@ LONG_PKGS ?= ./test/e2e ./test/docs ./test/security ./test/deploy
 .PHONY: test
 test: ## The whole test suite: lint, unit, envtest, browser (headless Chromium), e2e with kubectl and npm clients; concurrent packages under -race.
 	@# Chromium and the npm packages install (mostly download and unpacking) and the control
-	@# plane builds while vet, then lint, compile and check the CGO-off flavour. Lint loads
-	@# every package with its tests, compiling them as the CGO-off go test below does:
-	@# run first, it leaves that go test only its links; run beside it, both compiled the
-	@# same packages at the same time.
+	@# plane builds while lint compiles and checks the CGO-off flavour (its govet runs go
+	@# vet's analyzers, so make vet would only repeat them). Lint loads every package with
+	@# its tests, compiling them as the CGO-off go test below does: run first, it leaves
+	@# that go test only its links; run beside it, both compiled the same packages at the
+	@# same time.
 	@bash hack/setup-chromium.sh >/dev/null & chromium=$$!; bash hack/setup-npm.sh >/dev/null & npm=$$!; \
 	$(MAKE) --no-print-directory envtest & envtest=$$!; \
-	$(MAKE) --no-print-directory vet; rc=$$?; \
-	$(MAKE) --no-print-directory lint || rc=1; \
+	$(MAKE) --no-print-directory lint; rc=$$?; \
 	wait $$envtest || rc=1; wait $$chromium || rc=1; wait $$npm || rc=1; exit $$rc
 	@# Then the race set and the CGO-off set at the same time: most tests wait on their
 	@# control plane rather than compute, and neither holds the other back.
@@ -108,7 +112,7 @@ test: ## The whole test suite: lint, unit, envtest, browser (headless Chromium),
 	rest="$$(echo "$$long"; $(GO) list ./... | grep -vxF "$$race" | grep -vxF "$$long")" && \
 	export KUBEBUILDER_ASSETS="$$(bash hack/setup-envtest.sh)" && \
 	echo "go test -race $(RACE_PKGS); CGO_ENABLED=0 go test (the other packages): at the same time" && \
-	{ $(GO) test -race -ldflags='$(TEST_LDFLAGS)' -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $$race & race_pid=$$!; \
+	{ $(GO) test -race -ldflags='$(RACE_LDFLAGS)' -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $$race & race_pid=$$!; \
 	  CGO_ENABLED=0 $(GO) test -ldflags='$(TEST_LDFLAGS)' -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $$rest; rc=$$?; \
 	  wait $$race_pid || rc=1; exit $$rc; }
 
