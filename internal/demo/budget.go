@@ -1,9 +1,12 @@
 package demo
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+
+	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
 )
 
 // budgetName is the Budget of hack/demo/budget.yaml.
@@ -11,7 +14,7 @@ const budgetName = "clinic-monthly"
 
 // applyBudget applies a Budget over the Sessions labelled team: clinic before any of
 // them starts, and waits until the manager counts it.
-func applyBudget(k kubectl) error {
+func applyBudget(ctx context.Context, k kubectl) error {
 	Say("A Budget: what the clinic team's Sessions (the new patient's and the booking's, labelled team=clinic) may spend together this month")
 	path := filepath.Join(k.c.Dir, "budget.yaml")
 	manifest, err := manifest("budget.yaml")
@@ -24,21 +27,32 @@ func applyBudget(k kubectl) error {
 	if err := k.show("apply", "-f", path); err != nil {
 		return err
 	}
-	if _, err := k.output("wait", "--for=condition=Ready", "--timeout=30s", "budget/"+budgetName); err != nil {
-		_ = k.show("get", "budget", budgetName, "-o", "jsonpath={.status}")
-		return err
-	}
-	return nil
+	var b flowv1alpha1.Budget
+	return k.waitCondition(ctx, "budget", budgetName, &b, &b.Status.Conditions, flowv1alpha1.ConditionReady)
 }
 
 // budgetSpend shows what the Budget counted once the conversations are over: the
 // patient's builtin turns cost nothing, the clinic booking made three tool calls.
-func budgetSpend(k kubectl) error {
+func budgetSpend(ctx context.Context, k kubectl) error {
 	Say("What the clinic team spent: the patient's builtin turns cost nothing, the booking's three tool calls count")
 	// The manager writes a Budget's status every few seconds, not per call.
-	if _, err := k.output("wait", "--timeout=30s", "--for=jsonpath={.status.spent.toolCalls}=3", "budget/"+budgetName); err != nil {
-		_ = k.show("get", "budget", budgetName, "-o", "jsonpath={.status}")
-		return fmt.Errorf("budget %s did not count the clinic booking's 3 tool calls: %w", budgetName, err)
+	var b flowv1alpha1.Budget
+	err := k.waitUntil(ctx, "budget", budgetName, &b, func() error {
+		if n := b.Status.Spent.ToolCalls; n == nil || *n != 3 {
+			return fmt.Errorf("status.spent.toolCalls is %s, want the clinic booking's 3", countOf(n))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return k.show("journey", "budget", budgetName)
+}
+
+// countOf shows a count that may be unset.
+func countOf(n *int64) string {
+	if n == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*n)
 }

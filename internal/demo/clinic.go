@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/tools/clinic"
 )
 
@@ -29,19 +30,18 @@ func clinicStory(ctx context.Context, k kubectl, c *clinic.Listening) error {
 	if err := k.show("apply", "-f", path); err != nil {
 		return err
 	}
-	if _, err := k.output("wait", "--for=condition=ToolsAvailable", "--timeout=30s", "journey/clinic-booking"); err != nil {
-		_ = k.show("get", "journey", "clinic-booking", "-o", "jsonpath={.status}")
+	if _, err := k.waitJourney(ctx, "clinic-booking", flowv1alpha1.ConditionToolsAvailable); err != nil {
 		return err
 	}
 	if err := k.show("get", "journey", "clinic-booking", "-o", `jsonpath={range .status.tools[*]}{.name}{"\tdestructive="}{.destructive}{"\n"}{end}`); err != nil {
 		return err
 	}
-	if err := k.create(`{"apiVersion":"flow.journey.dev/v1alpha1","kind":"Session",
+	if err := k.create(ctx, `{"apiVersion":"flow.journey.dev/v1alpha1","kind":"Session",
 		"metadata":{"name":"clinic-ada","namespace":"default","labels":{"team":"clinic"}},
 		"spec":{"journeyRef":{"name":"clinic-booking"},"initialContext":{"specialty":"cardiology","patient":"Ada"}}}`); err != nil {
 		return err
 	}
-	if _, err := k.output("wait", "session/clinic-ada", "--timeout=30s", "--for=jsonpath={.status.phase}=AwaitingApproval"); err != nil {
+	if _, err := k.waitPhase(ctx, "clinic-ada", flowv1alpha1.PhaseAwaitingApproval, ""); err != nil {
 		return err
 	}
 	fmt.Println()
@@ -55,7 +55,7 @@ func clinicStory(ctx context.Context, k kubectl, c *clinic.Listening) error {
 	if err := k.show("journey", "approve", "clinic-ada", "--reason", "patient confirmed by phone"); err != nil {
 		return err
 	}
-	if _, err := k.output("wait", "session/clinic-ada", "--timeout=30s", "--for=jsonpath={.status.phase}=Completed"); err != nil {
+	if _, err := k.waitPhase(ctx, "clinic-ada", flowv1alpha1.PhaseCompleted, ""); err != nil {
 		return err
 	}
 	fmt.Println()

@@ -35,7 +35,9 @@ func Say(format string, args ...any) {
 	fmt.Printf("\n==> "+format+"\n", args...)
 }
 
-// kubectl runs the real kubectl (and through it the plugin) against the demo cluster.
+// kubectl runs the real kubectl (and through it the plugin) against the demo cluster,
+// for each command the demo shows; what it does not show (creating a Session, waiting
+// for a phase) goes to the API server directly (api.go).
 type kubectl struct{ c *localcluster.Cluster }
 
 func (k kubectl) output(args ...string) (string, error) { return k.c.Kubectl(args...) }

@@ -2,14 +2,11 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
-	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 // Which revision a new Session starts on is a hash of its UID, which the API server
@@ -25,7 +22,7 @@ const (
 // and kubectl journey rollout promote makes it the stable one.
 func rolloutStory(ctx context.Context, k kubectl) error {
 	Say("Rolling out a change: a canary revision serves half of the new Sessions until it is promoted")
-	j, err := startCanary(k)
+	j, err := startCanary(ctx, k)
 	if err != nil {
 		return err
 	}
@@ -37,13 +34,10 @@ func rolloutStory(ctx context.Context, k kubectl) error {
 	if err := k.show("journey", "rollout", "promote", "clinic-welcome"); err != nil {
 		return err
 	}
-	if _, err := k.output("wait", "--timeout=30s", "--for=jsonpath={.status.rollout.phase}=Promoted", "journey/clinic-welcome"); err != nil {
+	if j, err = k.waitRollout(ctx, "clinic-welcome", flowv1alpha1.RolloutPromoted); err != nil {
 		return err
 	}
 	if err := k.show("journey", "rollout", "status", "clinic-welcome"); err != nil {
-		return err
-	}
-	if j, err = k.journey("clinic-welcome"); err != nil {
 		return err
 	}
 	if j.Status.StableRevision != canary {
@@ -54,7 +48,7 @@ func rolloutStory(ctx context.Context, k kubectl) error {
 
 // startCanary applies the journey, changes its reply and returns the Journey once
 // the changed revision holds as the canary.
-func startCanary(k kubectl) (*flowv1alpha1.Journey, error) {
+func startCanary(ctx context.Context, k kubectl) (*flowv1alpha1.Journey, error) {
 	path := filepath.Join(k.c.Dir, "clinic-welcome.yaml")
 	manifest, err := manifest("clinic-welcome.yaml")
 	if err != nil {
@@ -66,19 +60,14 @@ func startCanary(k kubectl) (*flowv1alpha1.Journey, error) {
 	if err := k.show("apply", "-f", path); err != nil {
 		return nil, err
 	}
-	if _, err := k.output("wait", "--for=condition=Ready", "--timeout=30s", "journey/clinic-welcome"); err != nil {
-		_ = k.show("get", "journey", "clinic-welcome", "-o", "jsonpath={.status}")
+	if _, err := k.waitJourney(ctx, "clinic-welcome", flowv1alpha1.ConditionReady); err != nil {
 		return nil, err
 	}
 	if err := k.show("patch", "pathway", "clinic-welcome", "--type=merge", "-p",
 		`{"spec":{"builtin":{"reply":"Welcome to the clinic! Ask me for a cardiologist, a free slot or your copay."}}}`); err != nil {
 		return nil, err
 	}
-	if _, err := k.output("wait", "--timeout=30s", "--for=jsonpath={.status.rollout.phase}=Paused", "journey/clinic-welcome"); err != nil {
-		_ = k.show("get", "journey", "clinic-welcome", "-o", "jsonpath={.status}")
-		return nil, err
-	}
-	return k.journey("clinic-welcome")
+	return k.waitRollout(ctx, "clinic-welcome", flowv1alpha1.RolloutPaused)
 }
 
 // splitSessions starts Sessions until each revision has one (at least
@@ -91,17 +80,15 @@ func splitSessions(ctx context.Context, k kubectl, stable, canary string) error 
 			return ctx.Err()
 		}
 		name := fmt.Sprintf("welcome-%d", n)
-		if err := k.create(fmt.Sprintf(`{"apiVersion":"flow.journey.dev/v1alpha1","kind":"Session",
+		if err := k.create(ctx, fmt.Sprintf(`{"apiVersion":"flow.journey.dev/v1alpha1","kind":"Session",
 			"metadata":{"name":%q,"namespace":"default"},"spec":{"journeyRef":{"name":"clinic-welcome"}}}`, name)); err != nil {
 			return err
 		}
-		if _, err := k.output("wait", "session/"+name, "--timeout=30s", "--for=jsonpath={.status.phase}=Completed"); err != nil {
-			return err
-		}
-		rev, err := k.output("get", "session", name, "-o", "jsonpath={.status.journeyRevision}")
+		s, err := k.waitPhase(ctx, name, flowv1alpha1.PhaseCompleted, "")
 		if err != nil {
 			return err
 		}
+		rev := s.Status.JourneyRevision
 		if rev != stable && rev != canary {
 			return fmt.Errorf("session %s started on revision %q, neither the stable %s nor the canary %s", name, rev, stable, canary)
 		}
@@ -115,11 +102,8 @@ func splitSessions(ctx context.Context, k kubectl, stable, canary string) error 
 		return err
 	}
 	// The Journey controller counts the Sessions of both revisions as they finish.
-	if err := testenv.Poll(30*time.Second, func() error {
-		j, err := k.journey("clinic-welcome")
-		if err != nil {
-			return err
-		}
+	var j flowv1alpha1.Journey
+	if err := k.waitUntil(ctx, "journey", "clinic-welcome", &j, func() error {
 		if j.Status.Rollout == nil {
 			return fmt.Errorf("journey clinic-welcome has no status.rollout")
 		}
@@ -134,17 +118,4 @@ func splitSessions(ctx context.Context, k kubectl, stable, canary string) error 
 	}
 	fmt.Println()
 	return k.show("journey", "rollout", "status", "clinic-welcome")
-}
-
-// journey reads a Journey with kubectl.
-func (k kubectl) journey(name string) (*flowv1alpha1.Journey, error) {
-	out, err := k.output("get", "journey", name, "-o", "json")
-	if err != nil {
-		return nil, err
-	}
-	var j flowv1alpha1.Journey
-	if err := json.Unmarshal([]byte(out), &j); err != nil {
-		return nil, fmt.Errorf("reading journey %s: %w", name, err)
-	}
-	return &j, nil
 }

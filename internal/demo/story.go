@@ -2,12 +2,10 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
+	flowv1alpha1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/tools/clinic"
 )
 
@@ -15,10 +13,10 @@ import (
 // conversation, one review loop and one booking turn by turn with the plugin, rolls
 // out a change as a canary, and shows what the Budget counted: what a person would see.
 func tellStories(ctx context.Context, k kubectl, c *clinic.Listening) error {
-	if err := applySamples(k); err != nil {
+	if err := applySamples(ctx, k); err != nil {
 		return err
 	}
-	if err := applyBudget(k); err != nil {
+	if err := applyBudget(ctx, k); err != nil {
 		return err
 	}
 	if err := healthcareStory(ctx, k); err != nil {
@@ -33,7 +31,7 @@ func tellStories(ctx context.Context, k kubectl, c *clinic.Listening) error {
 	if err := rolloutStory(ctx, k); err != nil {
 		return err
 	}
-	if err := budgetSpend(k); err != nil {
+	if err := budgetSpend(ctx, k); err != nil {
 		return err
 	}
 	Say("All sessions")
@@ -41,14 +39,13 @@ func tellStories(ctx context.Context, k kubectl, c *clinic.Listening) error {
 }
 
 // applySamples applies the samples and waits for their Journeys to be Ready.
-func applySamples(k kubectl) error {
+func applySamples(ctx context.Context, k kubectl) error {
 	Say("Applying the sample journeys, pathways and sessions")
 	if err := k.show("apply", "-k", "config/samples", "-n", "default"); err != nil {
 		return err
 	}
 	for _, j := range []string{"healthcare-referral", "review-loop"} {
-		if _, err := k.output("wait", "--for=condition=Ready", "--timeout=30s", "journey/"+j); err != nil {
-			_ = k.show("get", "journey", j, "-o", "jsonpath={.status}")
+		if _, err := k.waitJourney(ctx, j, flowv1alpha1.ConditionReady); err != nil {
 			return err
 		}
 	}
@@ -61,7 +58,7 @@ func applySamples(k kubectl) error {
 // healthcareStory is a new patient's conversation, one message at a time.
 func healthcareStory(ctx context.Context, k kubectl) error {
 	Say("Healthcare referral: a new patient, one message at a time")
-	if err := k.create(`{"apiVersion":"flow.journey.dev/v1alpha1","kind":"Session",
+	if err := k.create(ctx, `{"apiVersion":"flow.journey.dev/v1alpha1","kind":"Session",
 		"metadata":{"name":"patient-12345","namespace":"default","labels":{"team":"clinic"}},
 		"spec":{"journeyRef":{"name":"healthcare-referral"},
 		        "initialContext":{"insurance_id":"INS-123456","referral_source":"primary_care"}}}`); err != nil {
@@ -100,7 +97,7 @@ func healthcareStory(ctx context.Context, k kubectl) error {
 // reviewStory is a review loop whose first review fails and starts iteration 2.
 func reviewStory(ctx context.Context, k kubectl) error {
 	Say("Review loop: External executors post outcomes; a failed review starts iteration 2")
-	if err := k.create(`{"apiVersion":"flow.journey.dev/v1alpha1","kind":"Session",
+	if err := k.create(ctx, `{"apiVersion":"flow.journey.dev/v1alpha1","kind":"Session",
 		"metadata":{"name":"review-42","namespace":"default"},
 		"spec":{"journeyRef":{"name":"review-loop"},"initialContext":{"entity":"Invoice"}}}`); err != nil {
 		return err
@@ -127,7 +124,7 @@ func reviewStory(ctx context.Context, k kubectl) error {
 			return err
 		}
 	}
-	if _, err := k.output("wait", "session/review-42", "--timeout=30s", "--for=jsonpath={.status.phase}=Completed"); err != nil {
+	if _, err := k.waitPhase(ctx, "review-42", flowv1alpha1.PhaseCompleted, ""); err != nil {
 		return err
 	}
 	fmt.Println()
@@ -135,15 +132,6 @@ func reviewStory(ctx context.Context, k kubectl) error {
 		return err
 	}
 	return k.show("journey", "history", "review-42")
-}
-
-func (k kubectl) create(manifest string) error {
-	path := filepath.Join(k.c.Dir, "manifest.json")
-	if err := os.WriteFile(path, []byte(manifest), 0o644); err != nil {
-		return err
-	}
-	_, err := k.output("create", "-f", path)
-	return err
 }
 
 // refused shows a command that the API server must refuse, and fails when it does not.
@@ -156,22 +144,8 @@ func (k kubectl) refused(args ...string) error {
 
 // waitFor waits until the Session waits for input in pathway, and shows it.
 func (k kubectl) waitFor(ctx context.Context, session, pathway string) error {
-	if _, err := k.output("wait", "session/"+session, "--timeout=30s",
-		"--for=jsonpath={.status.phase}=WaitingForInput"); err != nil {
+	if _, err := k.waitPhase(ctx, session, flowv1alpha1.PhaseWaitingForInput, pathway); err != nil {
 		return err
-	}
-	var st struct {
-		CurrentPathway string `json:"currentPathway"`
-	}
-	out, err := k.output("get", "session", session, "-o", "jsonpath={.status}")
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		return err
-	}
-	if st.CurrentPathway != pathway {
-		return fmt.Errorf("session %s is in %s, want %s", session, st.CurrentPathway, pathway)
 	}
 	fmt.Println()
 	return k.show("get", "session", session)
