@@ -2,10 +2,13 @@ package deploy
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/action"
@@ -97,9 +100,15 @@ func renderChartErr(release, namespace string, values map[string]any) ([]byte, e
 	return []byte(rel.Manifest), nil
 }
 
+// renderChart renders the chart with values (renderChartErr) and decodes it; it fails
+// the test when the chart does not render.
 func renderChart(t *testing.T, release, namespace string, values map[string]any) *rendered {
 	t.Helper()
-	out, err := renderChartErr(release, namespace, values)
+	key, err := json.Marshal([]any{release, namespace, values})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := renders.get("chart "+string(key), func() ([]byte, error) { return renderChartErr(release, namespace, values) })
 	if err != nil {
 		t.Fatalf("rendering the chart: %v", err)
 	}
@@ -107,17 +116,47 @@ func renderChart(t *testing.T, release, namespace string, values map[string]any)
 }
 
 // renderKustomize builds a kustomization with the kustomize API (what
-// `kubectl apply -k` runs).
+// `kubectl apply -k` runs) and decodes it.
 func renderKustomize(t *testing.T, dir string) *rendered {
 	t.Helper()
-	opts := krusty.MakeDefaultOptions()
-	resMap, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		t.Fatalf("kustomize build %s: %v", dir, err)
-	}
-	out, err := resMap.AsYaml()
+	out, err := renders.get("kustomize "+dir, func() ([]byte, error) {
+		resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+		if err != nil {
+			return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+		}
+		return resMap.AsYaml()
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return decode(t, out)
+}
+
+// renders keeps each install's rendered manifests: several tests check the same install
+// (the chart with the same values, the same kustomization), and rendering is the same
+// every time within a run. Each caller decodes objects of its own, which it may change.
+var renders = &renderCache{done: map[string]*renderOnce{}}
+
+type renderCache struct {
+	mu   sync.Mutex
+	done map[string]*renderOnce
+}
+
+type renderOnce struct {
+	once sync.Once
+	out  []byte
+	err  error
+}
+
+// get returns what render returned for key, calling it once per key.
+func (c *renderCache) get(key string, render func() ([]byte, error)) ([]byte, error) {
+	c.mu.Lock()
+	r, ok := c.done[key]
+	if !ok {
+		r = &renderOnce{}
+		c.done[key] = r
+	}
+	c.mu.Unlock()
+	r.once.Do(func() { r.out, r.err = render() })
+	return r.out, r.err
 }
