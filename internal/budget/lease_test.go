@@ -269,3 +269,50 @@ func TestLedgerShards(t *testing.T) {
 		t.Fatalf("a restarted: granted %d, want 1 (its spent call, no more)", g)
 	}
 }
+
+// A Session whose reservation is refused because another Session took the last room
+// since both read it, and which then waits, is one denial, as is a Session that finds
+// no room at once: journey_budget_denials counts the Sessions that started waiting,
+// once each however many steps they wait.
+func TestLedgerDenialCountsEachWaitOnce(t *testing.T) {
+	st := newShardTest(t, 1)
+	l := NewLedger(st.c, nil)
+	l.Clock = st.clock
+	first, second, third := st.session("first", ""), st.session("second", ""), st.session("third", "")
+	denials := func() int64 {
+		t.Helper()
+		snap, err := l.Snapshot(context.Background(), st.budget(), st.clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap.Denials
+	}
+
+	// Both read one call of room; the first reserves it, the second is refused and waits.
+	st.rooms(l, first)
+	if r := st.rooms(l, second); r.Left != calls(1) {
+		t.Fatalf("second: left %+v, want the one call", r.Left)
+	}
+	if _, ok := l.Reserve(first.UID, "c", calls(1)); !ok {
+		t.Fatal("first: denied with the call free")
+	}
+	rooms, ok := l.Reserve(second.UID, "c", calls(1))
+	if ok || len(rooms) != 1 || rooms[0].Left != calls(0) {
+		t.Fatalf("second: reserved %v, rooms %+v: want refused with no room left", ok, rooms)
+	}
+	l.Wait(second, calls(1))
+	if d := denials(); d != 1 {
+		t.Fatalf("%d denials after one refused Session waited, want 1", d)
+	}
+	// It waits on at its next step: the same denial.
+	st.rooms(l, second)
+	l.Wait(second, calls(1))
+	// A third finds no room at once and waits: one more.
+	if r := st.rooms(l, third); r.Left != calls(0) {
+		t.Fatalf("third: left %+v, want nothing", r.Left)
+	}
+	l.Wait(third, calls(1))
+	if d := denials(); d != 2 {
+		t.Fatalf("%d denials after two Sessions waited, want 2", d)
+	}
+}

@@ -276,7 +276,8 @@ func positive(s engine.Spend) engine.Spend {
 // Reserve holds need for call key of Session uid in every Budget its last Rooms
 // found, when it fits in all of them. Reserving a key again replaces its hold. When
 // one has no room, nothing is held, and the rooms as they are now come back, for the
-// engine to say why.
+// engine to say why. A refusal is no denial by itself: the step takes its turn again
+// on those rooms and either makes a call that fits or waits, and Wait counts that.
 func (l *Ledger) Reserve(uid types.UID, key string, need engine.Spend) ([]engine.BudgetRoom, bool) {
 	now := l.now()
 	l.mu.Lock()
@@ -292,7 +293,6 @@ func (l *Ledger) Reserve(uid types.UID, key string, need engine.Spend) ([]engine
 		a.noteNeed(need)
 		if _, fits := engine.Fits(need, left, a.limit); !fits || !a.usable(now, l.leaseDuration()) {
 			ok = false
-			a.denials++
 		}
 	}
 	if !ok {
