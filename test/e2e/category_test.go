@@ -5,14 +5,11 @@ import (
 	"testing"
 )
 
-// The three kinds share the category journeyops, which is not the plural of any of
-// them: kubectl resolves `journeys` to the Journey kind alone, so it takes a name, a
-// watch and --all as for any single kind.
-func TestCategoryIsNotAKindPlural(t *testing.T) {
-	t.Parallel()
-	ns := "e2e-category"
-	namespace(t, ns)
-
+// categoryIsNotAKindPlural: the three kinds share the category journeyops, which is not
+// the plural of any of them: kubectl resolves `journeys` to the Journey kind alone, so
+// it takes a name, a watch and --all as for any single kind. It runs in a namespace
+// that holds the samples, and deletes its Journeys.
+func categoryIsNotAKindPlural(t *testing.T, ns string) {
 	all := kubectl(t, "-n", ns, "get", "journeyops", "-o", "name")
 	for _, want := range []string{"journey.flow.journey.dev/review-loop", "pathway.flow.journey.dev/rl-plan", "session.flow.journey.dev/pl-half-marathon"} {
 		if !strings.Contains(all, want+"\n") {

@@ -9,7 +9,8 @@ import (
 // also on a finished Session that was edited afterwards.
 func TestKubectlWaitForConditions(t *testing.T) {
 	t.Parallel()
-	ns := samples(t)
+	ns := "e2e-wait"
+	kubectl(t, "create", "namespace", ns)
 	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
 kind: Pathway
 metadata: {name: only}
@@ -35,7 +36,7 @@ apiVersion: flow.journey.dev/v1alpha1
 kind: Session
 metadata: {name: called-off}
 spec:
-  journeyRef: {name: review-loop}
+  journeyRef: {name: one-step}
   cancel: true
 `)
 	kubectl(t, "-n", ns, "wait", "--for=condition=Completed", "--timeout=30s", "session/quick")
@@ -58,7 +59,7 @@ spec:
 	kubectl(t, "-n", ns, "wait", "--for=jsonpath={.status.conditions[?(@.type==\"Ready\")].reason}=Suspended", "--timeout=30s", "session/held")
 	sessions := kubectl(t, "-n", ns, "get", "sessions")
 	mustMatch(t, sessions, `(?m)^NAME\s+JOURNEY\s+PHASE\s+PATHWAY\s+ITERATION\s+CONFIDENCE\s+REASON\s+AGE$`,
-		`(?m)^called-off\s+review-loop\s+Cancelled\s+.*\sCancelled\s+\S+$`,
+		`(?m)^called-off\s+one-step\s+Cancelled\s+.*\sCancelled\s+\S+$`,
 		`(?m)^held\s+one-step\s+Pending\s+Suspended\s+\S+$`)
 
 	// An edit to a finished Session is observed: kubectl wait (which checks the

@@ -32,40 +32,6 @@ func record(t *testing.T, ns, session string) (string, string, error) {
 
 const noDivergence = "No divergence: today's engine reproduces the transitions and the final status of session "
 
-// TestRecordTestReplaySayDriven: a conversation of six messages sent with kubectl
-// journey say (which drops the processed ones from spec.messages) is recorded, the
-// recording passes kubectl journey test, and kubectl journey replay finds no divergence.
-func TestRecordTestReplaySayDriven(t *testing.T) {
-	t.Parallel()
-	ns := samples(t)
-	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
-kind: Session
-metadata: {name: patient-12345}
-spec:
-  journeyRef: {name: healthcare-referral}
-  initialContext: {insurance_id: INS-123456, referral_source: primary_care}
-`)
-	for _, text := range sixMessages {
-		journey(t, ns, "say", "patient-12345", text, "--wait")
-	}
-	waitPhase(t, ns, "patient-12345", "Completed")
-	if got := kubectl(t, "-n", ns, "get", "session", "patient-12345", "-o", "jsonpath={.spec.messagesDropped}"); got != "5" {
-		t.Fatalf("spec.messagesDropped is %q, want 5: say drops the processed messages", got)
-	}
-	file, notes, err := record(t, ns, "patient-12345")
-	if err != nil || notes != "" {
-		t.Fatalf("record: %v\n%s", err, notes)
-	}
-	raw, _ := os.ReadFile(file)
-	for _, text := range sixMessages {
-		if !strings.Contains(string(raw), text) {
-			t.Errorf("the recording does not send %q:\n%s", text, raw)
-		}
-	}
-	mustMatch(t, kubectl(t, "journey", "test", file), `(?m)^ok\b|passed`)
-	mustMatch(t, journey(t, ns, "replay", "patient-12345"), noDivergence+"patient-12345")
-}
-
 var sixMessages = []string{
 	"Hi, I need to book an appointment with a cardiologist. Here's my referral.",
 	"Wait, what is the copay for specialist visits?",
@@ -75,18 +41,119 @@ var sixMessages = []string{
 	"Dr. Johnson looks great. Book the Tuesday 2pm slot.",
 }
 
-// TestTestAndReplayAgreeOnTheDemo: the Sessions of the demo (the samples' own, a
-// conversation sent with say, a review loop driven by outcomes, a booking through the
-// clinic MCP server approved by a person: say, outcome and approve drop what was
-// processed from the spec) are each recorded and replayed: every one records, its
-// recording passes kubectl journey test, and replay finds no divergence.
-func TestTestAndReplayAgreeOnTheDemo(t *testing.T) {
+// TestSamplesAndTheDemo works, with kubectl and the plugin, in one namespace that holds
+// the samples (applying them costs the API server as much as a short test, so it is
+// done once). Side by side: the journey pictures committed under docs/graphs are what
+// the plugin draws, and the Sessions of the demo are driven as a person drives them (a
+// sample Session approved, a conversation sent with say, a review loop driven by
+// outcomes, a booking through the clinic MCP server approved by a person: say, outcome
+// and approve drop what was processed from the spec). Then every Session of the
+// namespace, the samples' own included, is recorded and replayed: every one records,
+// its recording passes kubectl journey test, and replay finds no divergence. Last, the
+// kinds' category is checked, deleting the Journeys.
+func TestSamplesAndTheDemo(t *testing.T) {
 	t.Parallel()
 	ns := "e2e-demo"
 	namespace(t, ns)
-	waitPhase(t, ns, "pl-half-marathon", "AwaitingApproval")
-	journey(t, ns, "approve", "pl-half-marathon", "--reason", "looks right")
+	t.Run("drive", func(t *testing.T) {
+		for name, drive := range map[string]func(*testing.T, string){
+			"committed graphs": committedGraphsMatchThePlugin,
+			"approval":         approveWithPlugin,
+			"conversation":     conversationWithPlugin,
+			"review loop":      reviewLoopWithPlugin,
+			"clinic booking":   clinicBookingWithPlugin,
+		} {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				drive(t, ns)
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
 
+	var sessions []string
+	for _, name := range strings.Fields(kubectl(t, "-n", ns, "get", "sessions", "-o", "name")) {
+		sessions = append(sessions, strings.TrimPrefix(name, "session.flow.journey.dev/"))
+	}
+	if len(sessions) < 7 {
+		t.Fatalf("sessions %q: want the samples' and the demo's", sessions)
+	}
+	t.Run("record, test and replay", func(t *testing.T) {
+		for _, s := range sessions {
+			t.Run(s, func(t *testing.T) {
+				t.Parallel() // each Session's record, test and replay are its own
+				recordTestReplay(t, ns, s)
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	// Last, as it deletes the namespace's Journeys.
+	t.Run("category", func(t *testing.T) { categoryIsNotAKindPlural(t, ns) })
+}
+
+// recordTestReplay runs kubectl journey replay, record and test on session s: test
+// passes and replay finds no divergence. The recording of the conversation sent with
+// say (patient-12345) comes with no notes and sends each of its messages.
+func recordTestReplay(t *testing.T, ns, s string) {
+	replay, replayErr := cluster.Kubectl("journey", "replay", s, "-n", ns)
+	file, notes, recErr := record(t, ns, s)
+	if recErr != nil {
+		t.Fatalf("record refuses: %s\nreplay says:\n%s", notes, replay)
+	}
+	test, testErr := cluster.Kubectl("journey", "test", file)
+	if (testErr == nil) != (replayErr == nil && strings.Contains(replay, noDivergence+s)) {
+		raw, _ := os.ReadFile(file)
+		t.Fatalf("test and replay disagree:\ntest: %v\n%s\nreplay: %v\n%s\nrecording:\n%s", testErr, test, replayErr, replay, raw)
+	}
+	if testErr != nil {
+		t.Errorf("session %s: the recording fails and replay diverges:\n%s\n%s", s, test, replay)
+	}
+	mustMatch(t, test, `(?m)^ok\b|passed`)
+	if s != "patient-12345" {
+		return
+	}
+	if notes != "" {
+		t.Errorf("record notes:\n%s", notes)
+	}
+	raw, _ := os.ReadFile(file)
+	for _, text := range sixMessages {
+		if !strings.Contains(string(raw), text) {
+			t.Errorf("the recording does not send %q:\n%s", text, raw)
+		}
+	}
+}
+
+// approveWithPlugin: kubectl journey approve refuses a destination outside the
+// decision's allowed list and sends nothing; an approval completes the sample Session
+// pl-half-marathon in the planning journey's last pathway.
+func approveWithPlugin(t *testing.T, ns string) {
+	waitPhase(t, ns, "pl-half-marathon", "AwaitingApproval")
+	out, err := cluster.Kubectl("journey", "approve", "pl-half-marathon", "--to", "nowhere", "-n", ns)
+	if err == nil {
+		t.Fatalf("approve --to a destination outside the allowed list succeeded:\n%s", out)
+	}
+	mustMatch(t, out, `nowhere`, `allowed`)
+	if got := kubectl(t, "-n", ns, "get", "session", "pl-half-marathon", "-o", "jsonpath={.spec.approvals}"); got != "" {
+		t.Fatalf("a refused approval was sent: %s", got)
+	}
+	journey(t, ns, "approve", "pl-half-marathon", "--reason", "looks right")
+	waitPhase(t, ns, "pl-half-marathon", "Completed")
+	row := columns(t, kubectl(t, "-n", ns, "get", "sessions"), "pl-half-marathon")
+	if row[3] != "publish-plan" {
+		t.Errorf("row %q: want pathway publish-plan", row)
+	}
+}
+
+// conversationWithPlugin: the demo's patient-12345, one message at a time with
+// kubectl journey say --wait (the demo's five and a hesitation before the booking): a
+// detour to the FAQ and back, a rejected doctor, a booking; say drops the processed
+// messages from spec.messages; kubectl get sessions and kubectl journey history show
+// where it went.
+func conversationWithPlugin(t *testing.T, ns string) {
 	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
 kind: Session
 metadata: {name: patient-12345}
@@ -94,11 +161,43 @@ spec:
   journeyRef: {name: healthcare-referral}
   initialContext: {insurance_id: INS-123456, referral_source: primary_care}
 `)
-	for _, text := range sixMessages[:4] {
-		journey(t, ns, "say", "patient-12345", text, "--wait")
+	say := func(text string) string {
+		return journey(t, ns, "say", "patient-12345", text, "--wait")
 	}
-	journey(t, ns, "say", "patient-12345", sixMessages[5], "--wait")
+	mustMatch(t, say(sixMessages[0]), `Pathway:\s+booking`, `eligible`, `intake -> booking`)
+	mustMatch(t, say(sixMessages[1]), `booking -> faq \(via faq-detour`, `faq -> booking`, `copay`)
 
+	row := columns(t, kubectl(t, "-n", ns, "get", "sessions"), "patient-12345")
+	if got := strings.Join(row[1:5], " "); got != "healthcare-referral WaitingForInput booking 1" {
+		t.Errorf("kubectl get sessions row: %q, want JOURNEY PHASE PATHWAY ITERATION = healthcare-referral WaitingForInput booking 1", got)
+	}
+
+	mustMatch(t, say(sixMessages[2]), `Dr\. Smith`)
+	mustMatch(t, say(sixMessages[3]), `Dr\. Johnson`, `via reject-doctor`)
+	if got := kubectl(t, "-n", ns, "get", "session", "patient-12345", "-o", "jsonpath={.status.context.rejected_doctors[*].name}"); got != "Dr. Smith" {
+		t.Errorf("rejected_doctors = %q, want Dr. Smith", got)
+	}
+	say(sixMessages[4])
+	say(sixMessages[5])
+	waitPhase(t, ns, "patient-12345", "Completed")
+	if got := kubectl(t, "-n", ns, "get", "session", "patient-12345", "-o", "jsonpath={.spec.messagesDropped}"); got != "5" {
+		t.Errorf("spec.messagesDropped is %q, want 5: say drops the processed messages", got)
+	}
+
+	wide := columns(t, kubectl(t, "-n", ns, "get", "sessions", "-o", "wide"), "patient-12345")
+	if wide[2] != "Completed" || wide[3] != "confirmation" || wide[6] != "Completed" {
+		t.Errorf("wide row %q: want phase Completed, pathway confirmation, reason Completed", wide)
+	}
+	mustMatch(t, journey(t, ns, "history", "patient-12345"),
+		`(?m)^TIME\s+FROM\s+TO\s+ACTION\s+SOURCE\s+CONFIDENCE\s+REASON`,
+		`booking\s+faq\s+Advance\s+Transition`,
+		`faq\s+booking\s+Advance\s+Return`,
+		`booking\s+confirmation\s+Advance\s+Next`)
+}
+
+// reviewLoopWithPlugin: the demo's review-42, driven by kubectl journey outcome: a
+// failed review jumps back to revise in iteration 2, the next review completes it.
+func reviewLoopWithPlugin(t *testing.T, ns string) {
 	create(t, ns, `apiVersion: flow.journey.dev/v1alpha1
 kind: Session
 metadata: {name: review-42}
@@ -106,15 +205,31 @@ spec:
   journeyRef: {name: review-loop}
   initialContext: {entity: Invoice}
 `)
-	for _, o := range [][]string{
-		{"plan", "1", "success"}, {"generate", "1", "success"}, {"review", "1", "failure"}, {"revise", "2", "success"}, {"review", "2", "success"},
-	} {
-		kubectl(t, "-n", ns, "wait", "session/review-42", "--timeout=30s", "--for=jsonpath={.status.currentPathway}="+o[0])
-		waitPhase(t, ns, "review-42", "WaitingForInput")
-		journey(t, ns, "outcome", "review-42", "--pathway", o[0], "--iteration", o[1], "--result", o[2])
+	steps := []struct{ pathway, iteration, result, wantPathway, wantIteration string }{
+		{"plan", "1", "success", "generate", "1"},
+		{"generate", "1", "success", "review", "1"},
+		{"review", "1", "failure", "revise", "2"},
+		{"revise", "2", "success", "review", "2"},
 	}
+	waitPhase(t, ns, "review-42", "WaitingForInput")
+	for _, s := range steps {
+		journey(t, ns, "outcome", "review-42", "--pathway", s.pathway, "--iteration", s.iteration, "--result", s.result, "--data", "note="+s.pathway)
+		kubectl(t, "-n", ns, "wait", "session/review-42", "--timeout=30s", "--for=jsonpath={.status.currentPathway}="+s.wantPathway)
+		waitPhase(t, ns, "review-42", "WaitingForInput")
+		row := columns(t, kubectl(t, "-n", ns, "get", "sessions"), "review-42")
+		if row[3] != s.wantPathway || row[4] != s.wantIteration {
+			t.Fatalf("after %s %s: row %q, want pathway %s iteration %s", s.pathway, s.result, row, s.wantPathway, s.wantIteration)
+		}
+	}
+	// Without --iteration, the outcome is for the Session's current iteration.
+	journey(t, ns, "outcome", "review-42", "--pathway", "review", "--result", "success")
 	waitPhase(t, ns, "review-42", "Completed")
+	mustMatch(t, journey(t, ns, "history", "review-42"), `review\s+revise\s+JumpBack\s+Outcome`)
+}
 
+// clinicBookingWithPlugin: the demo's clinic-ada books through the clinic MCP server,
+// its destructive call approved by a person with kubectl journey approve.
+func clinicBookingWithPlugin(t *testing.T, ns string) {
 	cl, err := clinic.Listen("127.0.0.1:0", false)
 	if err != nil {
 		t.Fatal(err)
@@ -139,30 +254,4 @@ spec:
 	journey(t, ns, "approve", "clinic-ada", "--reason", "patient confirmed by phone")
 	waitPhase(t, ns, "clinic-ada", "Completed")
 	cl.Close() // record, test and replay call no server
-
-	var sessions []string
-	for _, name := range strings.Fields(kubectl(t, "-n", ns, "get", "sessions", "-o", "name")) {
-		sessions = append(sessions, strings.TrimPrefix(name, "session.flow.journey.dev/"))
-	}
-	if len(sessions) < 7 {
-		t.Fatalf("sessions %q: want the samples' and the demo's", sessions)
-	}
-	for _, s := range sessions {
-		t.Run(s, func(t *testing.T) {
-			t.Parallel() // each Session's record, test and replay are its own
-			replay, replayErr := cluster.Kubectl("journey", "replay", s, "-n", ns)
-			file, notes, recErr := record(t, ns, s)
-			if recErr != nil {
-				t.Fatalf("record refuses: %s\nreplay says:\n%s", notes, replay)
-			}
-			test, testErr := cluster.Kubectl("journey", "test", file)
-			if (testErr == nil) != (replayErr == nil && strings.Contains(replay, noDivergence+s)) {
-				raw, _ := os.ReadFile(file)
-				t.Fatalf("test and replay disagree:\ntest: %v\n%s\nreplay: %v\n%s\nrecording:\n%s", testErr, test, replayErr, replay, raw)
-			}
-			if testErr != nil {
-				t.Errorf("session %s: the recording fails and replay diverges:\n%s\n%s", s, test, replay)
-			}
-		})
-	}
 }
