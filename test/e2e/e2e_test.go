@@ -3,12 +3,17 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/localcluster"
 )
 
@@ -78,9 +83,50 @@ func create(t *testing.T, ns, manifest string) {
 	kubectl(t, "-n", ns, "create", "-f", path)
 }
 
+// waitPhase waits until Session session is in phase (see waitSession).
 func waitPhase(t *testing.T, ns, session, phase string) {
 	t.Helper()
-	kubectl(t, "-n", ns, "wait", "session/"+session, "--timeout=30s", "--for=jsonpath={.status.phase}="+phase)
+	waitSession(t, ns, session, "phase "+phase, func(s *flowv1.Session) bool { return string(s.Status.Phase) == phase })
+}
+
+// watcher watches the cluster as the admin.
+var watcher = sync.OnceValues(func() (client.WithWatch, error) {
+	return client.NewWithWatch(cluster.Env.Config, client.Options{Scheme: cluster.Env.Client.Scheme()})
+})
+
+// waitSession watches Session name in ns, as kubectl wait does, until ok says it is as
+// described by what, for up to 30 seconds. The tests wait so between the commands
+// they run: kubectl wait itself is tested in TestKubectlWaitForConditions.
+func waitSession(t *testing.T, ns, name, what string, ok func(*flowv1.Session) bool) {
+	t.Helper()
+	w, err := watcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var last *flowv1.Session
+	for ctx.Err() == nil {
+		// Without a resourceVersion, the watch starts with the Session as it is.
+		events, err := w.Watch(ctx, &flowv1.SessionList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": name})
+		if err != nil {
+			t.Fatalf("watching session %s/%s: %v", ns, name, err)
+		}
+		for ev := range events.ResultChan() {
+			if s, isSession := ev.Object.(*flowv1.Session); isSession {
+				if last = s; ok(s) {
+					events.Stop()
+					return
+				}
+			}
+		}
+		events.Stop()
+	}
+	if last == nil {
+		t.Fatalf("session %s/%s: not found in 30s (waiting for %s)", ns, name, what)
+	}
+	t.Fatalf("session %s/%s: not %s after 30s: phase %s, pathway %s, iteration %d, conditions %+v",
+		ns, name, what, last.Status.Phase, last.Status.CurrentPathway, last.Status.Iteration, last.Status.Conditions)
 }
 
 func mustMatch(t *testing.T, out string, patterns ...string) {
@@ -113,5 +159,3 @@ func committedGraphsMatchThePlugin(t *testing.T, ns string) {
 		}
 	}
 }
-
-var _ = time.Second

@@ -2,20 +2,23 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/xml"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
+	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/testenv"
 	"github.com/journeyops/journey-operator/internal/tools/clinic"
 )
 
 // record runs kubectl journey record for session and writes the recording (standard
-// output only) to a file; it returns the file, the notes on standard error and the
-// command's error.
-func record(t *testing.T, ns, session string) (string, string, error) {
+// output only) to dir/<session>.yaml; it returns the file, the notes on standard error
+// and the command's error.
+func record(t *testing.T, dir, ns, session string) (string, string, error) {
 	t.Helper()
 	cmd := exec.Command("kubectl", "journey", "record", session, "-n", ns)
 	cmd.Env = cluster.Environ()
@@ -23,7 +26,7 @@ func record(t *testing.T, ns, session string) (string, string, error) {
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
-	file := filepath.Join(t.TempDir(), session+".yaml")
+	file := filepath.Join(dir, session+".yaml")
 	if werr := os.WriteFile(file, out.Bytes(), 0o644); werr != nil {
 		t.Fatal(werr)
 	}
@@ -80,14 +83,48 @@ func TestSamplesAndTheDemo(t *testing.T) {
 	if len(sessions) < 7 {
 		t.Fatalf("sessions %q: want the samples' and the demo's", sessions)
 	}
-	t.Run("record, test and replay", func(t *testing.T) {
+	// Each Session is replayed and recorded side by side; the recordings are tested in
+	// one run of kubectl journey test on their directory, as CI runs a directory of
+	// journey tests, with JUnit XML to read each one's result.
+	recordings := t.TempDir()
+	var mu sync.Mutex
+	replays := map[string]string{} // what replay said of each Session
+	replayed := map[string]bool{}  // whether replay found no divergence
+	t.Run("record and replay", func(t *testing.T) {
 		for _, s := range sessions {
 			t.Run(s, func(t *testing.T) {
-				t.Parallel() // each Session's record, test and replay are its own
-				recordTestReplay(t, ns, s)
+				t.Parallel() // each Session's record and replay are its own
+				replay, err := recordAndReplay(t, recordings, ns, s)
+				mu.Lock()
+				defer mu.Unlock()
+				replays[s], replayed[s] = replay, err == nil && strings.Contains(replay, noDivergence+s)
 			})
 		}
 	})
+	if t.Failed() {
+		return
+	}
+	junit := filepath.Join(t.TempDir(), "journeys.xml")
+	test, testErr := cluster.Kubectl("journey", "test", recordings, "--junit", junit)
+	passed := testedRecordings(t, junit)
+	for _, s := range sessions {
+		file := filepath.Join(recordings, s+".yaml")
+		ok, tested := passed[file]
+		switch {
+		case !tested:
+			t.Errorf("session %s: kubectl journey test did not run its recording %s:\n%s", s, file, test)
+		case ok != replayed[s]:
+			raw, _ := os.ReadFile(file)
+			t.Errorf("session %s: test and replay disagree: the recording passes %t, replay finds no divergence %t\ntest:\n%s\nreplay:\n%s\nrecording:\n%s",
+				s, ok, replayed[s], test, replays[s], raw)
+		case !ok:
+			t.Errorf("session %s: the recording fails and replay diverges:\n%s\n%s", s, test, replays[s])
+		}
+	}
+	if testErr != nil {
+		t.Errorf("kubectl journey test %s: %v", recordings, testErr)
+	}
+	mustMatch(t, test, `(?m)^ok\b|passed`)
 	if t.Failed() {
 		return
 	}
@@ -95,26 +132,17 @@ func TestSamplesAndTheDemo(t *testing.T) {
 	t.Run("category", func(t *testing.T) { categoryIsNotAKindPlural(t, ns) })
 }
 
-// recordTestReplay runs kubectl journey replay, record and test on session s: test
-// passes and replay finds no divergence. The recording of the conversation sent with
+// recordAndReplay runs kubectl journey replay and record on session s, the recording
+// into dir, and returns what replay said. The recording of the conversation sent with
 // say (patient-12345) comes with no notes and sends each of its messages.
-func recordTestReplay(t *testing.T, ns, s string) {
+func recordAndReplay(t *testing.T, dir, ns, s string) (string, error) {
 	replay, replayErr := cluster.Kubectl("journey", "replay", s, "-n", ns)
-	file, notes, recErr := record(t, ns, s)
+	file, notes, recErr := record(t, dir, ns, s)
 	if recErr != nil {
 		t.Fatalf("record refuses: %s\nreplay says:\n%s", notes, replay)
 	}
-	test, testErr := cluster.Kubectl("journey", "test", file)
-	if (testErr == nil) != (replayErr == nil && strings.Contains(replay, noDivergence+s)) {
-		raw, _ := os.ReadFile(file)
-		t.Fatalf("test and replay disagree:\ntest: %v\n%s\nreplay: %v\n%s\nrecording:\n%s", testErr, test, replayErr, replay, raw)
-	}
-	if testErr != nil {
-		t.Errorf("session %s: the recording fails and replay diverges:\n%s\n%s", s, test, replay)
-	}
-	mustMatch(t, test, `(?m)^ok\b|passed`)
 	if s != "patient-12345" {
-		return
+		return replay, replayErr
 	}
 	if notes != "" {
 		t.Errorf("record notes:\n%s", notes)
@@ -125,13 +153,40 @@ func recordTestReplay(t *testing.T, ns, s string) {
 			t.Errorf("the recording does not send %q:\n%s", text, raw)
 		}
 	}
+	return replay, replayErr
+}
+
+// testedRecordings reads the JUnit XML that kubectl journey test --junit wrote: for each
+// test file, whether it passed.
+func testedRecordings(t *testing.T, junit string) map[string]bool {
+	t.Helper()
+	raw, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Suites []struct {
+			File     string `xml:"file,attr"`
+			Failures int    `xml:"failures,attr"`
+			Errors   int    `xml:"errors,attr"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("%s: %v\n%s", junit, err, raw)
+	}
+	passed := map[string]bool{}
+	for _, s := range doc.Suites {
+		passed[s.File] = s.Failures == 0 && s.Errors == 0
+	}
+	return passed
 }
 
 // approveWithPlugin: kubectl journey approve refuses a destination outside the
 // decision's allowed list and sends nothing; an approval completes the sample Session
 // pl-half-marathon in the planning journey's last pathway.
 func approveWithPlugin(t *testing.T, ns string) {
-	waitPhase(t, ns, "pl-half-marathon", "AwaitingApproval")
+	// As a person waits for it (the other waits watch the Session from the test).
+	kubectl(t, "-n", ns, "wait", "session/pl-half-marathon", "--timeout=30s", "--for=jsonpath={.status.phase}=AwaitingApproval")
 	out, err := cluster.Kubectl("journey", "approve", "pl-half-marathon", "--to", "nowhere", "-n", ns)
 	if err == nil {
 		t.Fatalf("approve --to a destination outside the allowed list succeeded:\n%s", out)
@@ -214,8 +269,9 @@ spec:
 	waitPhase(t, ns, "review-42", "WaitingForInput")
 	for _, s := range steps {
 		journey(t, ns, "outcome", "review-42", "--pathway", s.pathway, "--iteration", s.iteration, "--result", s.result, "--data", "note="+s.pathway)
-		kubectl(t, "-n", ns, "wait", "session/review-42", "--timeout=30s", "--for=jsonpath={.status.currentPathway}="+s.wantPathway)
-		waitPhase(t, ns, "review-42", "WaitingForInput")
+		waitSession(t, ns, "review-42", "waiting in "+s.wantPathway, func(x *flowv1.Session) bool {
+			return x.Status.CurrentPathway == s.wantPathway && x.Status.Phase == flowv1.PhaseWaitingForInput
+		})
 		row := columns(t, kubectl(t, "-n", ns, "get", "sessions"), "review-42")
 		if row[3] != s.wantPathway || row[4] != s.wantIteration {
 			t.Fatalf("after %s %s: row %q, want pathway %s iteration %s", s.pathway, s.result, row, s.wantPathway, s.wantIteration)
