@@ -107,88 +107,14 @@ func (c *revisionsCluster) chatJourney(t *testing.T, ns string, edit func(*flowv
 	return chat, c.nextReady(t, ns, "chat", func() { c.env.Create(t, p, j) })
 }
 
-// kubectl journey upgrade: a compatible revision moves the Session with no request to
-// the chat server; an incompatible one is refused, UpgradeBlocked naming the step its
-// question changed at; --force moves it, its history saying alice did.
-func TestUpgradeCommandOnCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a control plane")
-	}
-	t.Parallel()
-	c := newRevisionsCluster(t)
-	ns := c.env.Namespace(t)
-	chat, first := c.chatJourney(t, ns, nil)
-	startThenSay(t, c, ns, "s1", "chat", "First.", "Second.")
-	s := waitLive(t, c.env, ns, "s1", "to answer both messages", func(s *flowv1alpha1.Session) bool {
-		return s.Status.ProcessedMessages == 2 && s.Status.Turn == nil && s.Status.Phase == flowv1alpha1.PhaseWaitingForInput
-	})
-	if s.Status.JourneyRevision != first || len(s.Status.Journal) != 2 {
-		t.Fatalf("revision %s, journal %+v", s.Status.JourneyRevision, s.Status.Journal)
-	}
-
-	compatible := c.nextReady(t, ns, "chat", func() {
-		update(t, c, ns, "chat", &flowv1alpha1.Journey{}, func(j *flowv1alpha1.Journey) { j.Spec.FallbackReply = "Sorry, try again." })
-	})
-	before := chat.Calls()
-	out, err := c.run(ns, "upgrade", "s1", "--to-revision", compatible, "--wait", "--timeout", "30s")
-	if err != nil {
-		t.Fatalf("upgrade: %v\n%s", err, out)
-	}
-	if !strings.Contains(out, "Revision:") || !strings.Contains(out, compatible) {
-		t.Errorf("upgrade printed\n%s\nwant the revision %s", out, compatible)
-	}
-	if got := chat.Calls() - before; got != 0 {
-		t.Errorf("the upgrade made %d requests to the chat server, want 0", got)
-	}
-	if s := testenv.Get(t, c.env, ns, "s1", &flowv1alpha1.Session{}); s.Status.JourneyRevision != compatible {
-		t.Fatalf("session s1 on %s, want %s", s.Status.JourneyRevision, compatible)
-	}
-
-	// A second Session, on the revision s1 moved to.
-	startThenSay(t, c, ns, "s2", "chat", "First.")
-	s = waitLive(t, c.env, ns, "s2", "to answer", func(s *flowv1alpha1.Session) bool {
-		return s.Status.ProcessedMessages == 1 && s.Status.Turn == nil && s.Status.Phase == flowv1alpha1.PhaseWaitingForInput
-	})
-	if s.Status.JourneyRevision != compatible || len(s.Status.Journal) != 1 {
-		t.Fatalf("s2: revision %s, journal %+v", s.Status.JourneyRevision, s.Status.Journal)
-	}
-	asked := s.Status.Journal[0].Step
-	before = chat.Calls()
-	french := c.nextReady(t, ns, "chat", func() {
-		update(t, c, ns, "talk", &flowv1alpha1.Pathway{}, func(p *flowv1alpha1.Pathway) { p.Spec.Signature.Instructions = "Answer the user in French." })
-	})
-	out, err = c.run(ns, "upgrade", "s2", "--to-revision", french, "--wait", "--timeout", "30s")
-	want := fmt.Sprintf("step %d replays differently on revision %s: journal", asked, french)
-	if err == nil || !strings.Contains(err.Error(), "refused intervention i-1 (Upgrade)") || !strings.Contains(err.Error(), want) {
-		t.Fatalf("incompatible upgrade: error %v, want a refusal with %q\n%s", err, want, out)
-	}
-	s = testenv.Get(t, c.env, ns, "s2", &flowv1alpha1.Session{})
-	if cond := apimeta.FindStatusCondition(s.Status.Conditions, flowv1alpha1.ConditionUpgradeBlocked); cond == nil || cond.Status != metav1.ConditionTrue ||
-		!strings.Contains(cond.Message, want) || s.Status.JourneyRevision != compatible {
-		t.Errorf("revision %s, UpgradeBlocked %+v; want it blocked with %q", s.Status.JourneyRevision, cond, want)
-	}
-	if got := chat.Calls() - before; got != 0 {
-		t.Errorf("the upgrades made %d requests to the chat server, want 0", got)
-	}
-
-	out, err = c.run(ns, "upgrade", "s2", "--to-revision", french, "--force", "--reason", "French it is", "--wait", "--timeout", "30s")
-	if err != nil {
-		t.Fatalf("upgrade --force: %v\n%s", err, out)
-	}
-	s = testenv.Get(t, c.env, ns, "s2", &flowv1alpha1.Session{})
-	h := s.Status.History[len(s.Status.History)-1]
-	if s.Status.JourneyRevision != french || h.Intervention != flowv1alpha1.InterventionUpgrade || h.By != "alice" ||
-		!strings.Contains(h.Reason, "(forced; step ") || !strings.Contains(h.Reason, "French it is") {
-		t.Errorf("after --force: revision %s, last history entry %+v; want %s, an Upgrade by alice saying it was forced", s.Status.JourneyRevision, h, french)
-	}
-}
-
 // A Session created with its first message in spec.messages (as kubectl create -f
 // does with a manifest that has messages) takes that message in its first step, with
 // the step that starts it. It is upgraded by kubectl journey upgrade with no request
 // to the chat server, upgraded again to a later revision once kubectl journey has
 // dropped the first, processed Upgrade from spec.interventions (a Session is upgraded
-// more than once), and forked after its first turn with no request for that turn.
+// more than once; the command prints the revision it moved to), and forked after its
+// first turn with no request for that turn. A Session created afterwards starts on the
+// revision it moved to.
 func TestUpgradeTwiceAndForkASessionCreatedWithItsMessage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a control plane")
@@ -218,6 +144,7 @@ func TestUpgradeTwiceAndForkASessionCreatedWithItsMessage(t *testing.T) {
 	}
 
 	before := chat.Calls()
+	var latest string
 	for i, reply := range []string{"Sorry, try again.", "Sorry, say it again."} {
 		to := c.nextReady(t, ns, "chat", func() {
 			update(t, c, ns, "chat", &flowv1alpha1.Journey{}, func(j *flowv1alpha1.Journey) { j.Spec.FallbackReply = reply })
@@ -226,6 +153,10 @@ func TestUpgradeTwiceAndForkASessionCreatedWithItsMessage(t *testing.T) {
 		if err != nil {
 			t.Fatalf("upgrade %d to %s: %v\n%s", i+1, to, err, out)
 		}
+		if !strings.Contains(out, "Revision:") || !strings.Contains(out, to) {
+			t.Errorf("upgrade %d printed\n%s\nwant the revision %s", i+1, out, to)
+		}
+		latest = to
 		s = testenv.Get(t, c.env, ns, "s1", &flowv1alpha1.Session{})
 		if s.Status.JourneyRevision != to {
 			t.Fatalf("upgrade %d: session s1 on %s, want %s", i+1, s.Status.JourneyRevision, to)
@@ -250,13 +181,22 @@ func TestUpgradeTwiceAndForkASessionCreatedWithItsMessage(t *testing.T) {
 	if got := chat.Calls() - before; got != 0 {
 		t.Errorf("the fork made %d requests to the chat server, want 0", got)
 	}
+
+	// A second Session starts on the revision s1 moved to.
+	startThenSay(t, c, ns, "s2", "chat", "First.")
+	s = waitLive(t, c.env, ns, "s2", "to answer", between(1))
+	if s.Status.JourneyRevision != latest || len(s.Status.Journal) != 1 {
+		t.Fatalf("s2: revision %s, journal %+v; want %s and one answer", s.Status.JourneyRevision, s.Status.Journal, latest)
+	}
 }
 
-// A Session whose upgrade was blocked (R2 changes the question its turns asked) is
-// upgraded later to a compatible R3 without --force, after kubectl journey dropped the
-// refused Upgrade from spec.interventions; a fork of it after that upgrade is itself
-// upgraded and forked; a forced upgrade after a blocked one records the real
-// divergence. No request reaches the chat server.
+// kubectl journey upgrade of a Session started, then sent two messages: an upgrade
+// to R2, which changes the question its turns asked, is refused, UpgradeBlocked naming
+// the step its question changed at. It is upgraded later to a compatible R3 without
+// --force, after kubectl journey dropped the refused Upgrade from
+// spec.interventions; a fork of it after that upgrade is itself upgraded and forked; a
+// forced upgrade after a blocked one moves it, its history saying alice did and giving
+// the real divergence. No request reaches the chat server.
 func TestUpgradeAfterABlockedOneAndAForkOfAFork(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a control plane")
@@ -264,19 +204,18 @@ func TestUpgradeAfterABlockedOneAndAForkOfAFork(t *testing.T) {
 	t.Parallel()
 	c := newRevisionsCluster(t)
 	ns := c.env.Namespace(t)
-	chat, _ := c.chatJourney(t, ns, nil)
-	c.env.Create(t, &flowv1alpha1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s1"},
-		Spec: flowv1alpha1.SessionSpec{JourneyRef: flowv1alpha1.JourneyReference{Name: "chat"}, Messages: []flowv1alpha1.Message{{ID: "m1", Text: "First."}}}})
+	chat, first := c.chatJourney(t, ns, nil)
+	startThenSay(t, c, ns, "s1", "chat", "First.", "Second.")
 	between := func(n int32) func(*flowv1alpha1.Session) bool {
 		return func(s *flowv1alpha1.Session) bool {
 			return s.Status.ProcessedMessages == n && s.Status.Turn == nil && s.Status.Phase == flowv1alpha1.PhaseWaitingForInput
 		}
 	}
-	waitLive(t, c.env, ns, "s1", "to answer its first message", between(1))
-	if out, err := c.run(ns, "say", "s1", "Second."); err != nil {
-		t.Fatalf("say: %v\n%s", err, out)
+	s := waitLive(t, c.env, ns, "s1", "to answer both messages", between(2))
+	if s.Status.JourneyRevision != first || len(s.Status.Journal) != 2 {
+		t.Fatalf("revision %s, journal %+v", s.Status.JourneyRevision, s.Status.Journal)
 	}
-	waitLive(t, c.env, ns, "s1", "to answer both messages", between(2))
+	asked := s.Status.Journal[0].Step
 	// revision makes the next ready revision: talk's instructions and the journey's
 	// fallback reply.
 	revision := func(instructions, fallback string) string {
@@ -295,6 +234,13 @@ func TestUpgradeAfterABlockedOneAndAForkOfAFork(t *testing.T) {
 	s, out, err := upgrade("s1", r2)
 	if err == nil || !strings.Contains(out, "refused") || !apimeta.IsStatusConditionTrue(s.Status.Conditions, flowv1alpha1.ConditionUpgradeBlocked) {
 		t.Fatalf("upgrade to the incompatible %s: %v\n%s\nconditions %+v", r2, err, out, s.Status.Conditions)
+	}
+	want := fmt.Sprintf("step %d replays differently on revision %s: journal", asked, r2)
+	if !strings.Contains(err.Error(), "refused intervention i-1 (Upgrade)") || !strings.Contains(err.Error(), want) {
+		t.Errorf("incompatible upgrade: error %v, want a refusal with %q", err, want)
+	}
+	if cond := apimeta.FindStatusCondition(s.Status.Conditions, flowv1alpha1.ConditionUpgradeBlocked); !strings.Contains(cond.Message, want) || s.Status.JourneyRevision != first {
+		t.Errorf("revision %s, UpgradeBlocked %+v; want it blocked on %s with %q", s.Status.JourneyRevision, cond, first, want)
 	}
 	if rec := s.Status.InterventionRecord("i-1"); rec == nil || rec.Result != flowv1alpha1.InterventionRefused || rec.Step != s.Status.Step {
 		t.Fatalf("the refused Upgrade's record %+v (step %d)", rec, s.Status.Step)
@@ -338,13 +284,16 @@ func TestUpgradeAfterABlockedOneAndAForkOfAFork(t *testing.T) {
 	if _, out, err = upgrade("s1", r4); err == nil {
 		t.Fatalf("upgrade to the incompatible %s moved the Session\n%s", r4, out)
 	}
-	if s, out, err = upgrade("s1", r4, "--force"); err != nil || s.Status.JourneyRevision != r4 {
+	if s, out, err = upgrade("s1", r4, "--force", "--reason", "German it is"); err != nil || s.Status.JourneyRevision != r4 {
 		t.Fatalf("forced upgrade to %s: %v\n%s", r4, err, out)
 	}
 	h := s.Status.History[len(s.Status.History)-1]
 	if h.Intervention != flowv1alpha1.InterventionUpgrade || !strings.Contains(h.Reason, "(forced; step ") ||
 		!strings.Contains(h.Reason, ": journal ") || !strings.Contains(h.Reason, "another question than the Session did") {
 		t.Errorf("the forced upgrade's history entry %+v does not give the divergence of the question", h)
+	}
+	if h.By != "alice" || !strings.Contains(h.Reason, "German it is") {
+		t.Errorf("the forced upgrade's history entry %+v; want an Upgrade by alice with her reason", h)
 	}
 	if got := chat.Calls() - before; got != 0 {
 		t.Errorf("the upgrades and forks made %d requests to the chat server, want 0", got)
