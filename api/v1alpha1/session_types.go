@@ -600,13 +600,22 @@ type SessionStatus struct {
 	// limit of attempts or once its timeout has passed since the first attempt.
 	// +optional
 	AgentRetry *AgentRetry `json:"agentRetry,omitempty"`
+	// Journal keeps every agent answer the Session's steps were given, oldest
+	// first, up to limits.maxJournal entries, so a Session can be recorded and
+	// replayed exactly. The engine never reads it. It is stored in
+	// journalEntries, one JSON string an answer (journal.go).
+	Journal []EffectRecord `json:"-"`
 	// journal keeps every agent answer the Session's steps were given, oldest
 	// first, up to limits.maxJournal entries, so a Session can be recorded and
-	// replayed exactly. The engine never reads it.
+	// replayed exactly. Each entry is one answer: an EffectRecord (id, kind,
+	// step, inputHash, agent, toolCall, result, rewound, spanID, degradedTo)
+	// encoded as a JSON object in a string, so that the API server stores and
+	// checks an answer as one value, not as a dozen (docs/PERFORMANCE.md).
+	// kubectl journey history and record show the answers decoded.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=500
-	Journal []EffectRecord `json:"journal,omitempty"`
+	JournalEntries []EncodedEffect `json:"journal,omitempty"`
 	// journalDropped counts the oldest journal entries dropped past
 	// limits.maxJournal.
 	// +optional

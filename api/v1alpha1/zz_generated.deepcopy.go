@@ -1923,6 +1923,11 @@ func (in *SessionStatus) DeepCopyInto(out *SessionStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.JournalEntries != nil {
+		in, out := &in.JournalEntries, &out.JournalEntries
+		*out = make([]EncodedEffect, len(*in))
+		copy(*out, *in)
+	}
 	if in.LastTurn != nil {
 		in, out := &in.LastTurn, &out.LastTurn
 		*out = new(TurnOutcome)

@@ -39,9 +39,15 @@ func trimInterventions(records []flowv1.InterventionRecord) []flowv1.Interventio
 // list then says what happened last); count 0 keeps nothing. It returns list itself
 // when nothing is dropped, else a copy.
 func keepNewest[T any](list []T, count, maxBytes int, newestAlways bool) []T {
+	return keepNewestSized(list, count, maxBytes, newestAlways, func(v *T) int { return StoredBytes(v) })
+}
+
+// keepNewestSized is keepNewest for a list whose entries are stored in another form
+// than their JSON: size is what an entry takes as stored, separator included.
+func keepNewestSized[T any](list []T, count, maxBytes int, newestAlways bool, size func(*T) int) []T {
 	total, keep := 2, 0 // the brackets
 	for i := len(list) - 1; i >= 0 && keep < count; i-- {
-		n := StoredBytes(&list[i])
+		n := size(&list[i])
 		if total+n > maxBytes && (keep > 0 || !newestAlways) {
 			break
 		}

@@ -28,7 +28,7 @@ func AppendJournal(status *flowv1.SessionStatus, rec *flowv1.EffectRecord, limit
 		n = int(*limit)
 	}
 	status.Journal = append(status.Journal, *rec.DeepCopy())
-	kept := keepNewest(status.Journal, n, flowv1.MaxJournalBytes, true)
+	kept := keepNewestSized(status.Journal, n, flowv1.MaxJournalBytes, true, flowv1.JournalEntryBytes)
 	status.JournalDropped += int32(len(status.Journal) - len(kept))
 	status.Journal = kept
 	if len(status.Journal) == 0 {

@@ -41,6 +41,7 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 		effectEqual(a.PendingEffect, b.PendingEffect) &&
 		retryEqual(a.AgentRetry, b.AgentRetry) &&
 		slices.EqualFunc(a.Journal, b.Journal, func(x, y flowv1.EffectRecord) bool { return effectEqual(&x, &y) }) &&
+		slices.Equal(a.JournalEntries, b.JournalEntries) && // the stored form: empty in Go
 		a.JournalDropped == b.JournalDropped &&
 		outcomeEqual(a.LastTurn, b.LastTurn) &&
 		jsonEqual(a.Context, b.Context) &&

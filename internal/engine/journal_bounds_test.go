@@ -28,9 +28,18 @@ func TestJournalIsBounded(t *testing.T) {
 func TestJournalIsBoundedByBytes(t *testing.T) {
 	var st flowv1.SessionStatus
 	for i := range 100 {
-		AppendJournal(&st, &flowv1.EffectRecord{ID: "e", Step: int64(i), Result: flowv1.AgentResult{Reply: strings.Repeat("r", 4000)}}, nil)
+		// Quotes take two bytes each in the stored journal (a JSON string an answer).
+		AppendJournal(&st, &flowv1.EffectRecord{ID: "e", Step: int64(i), Result: flowv1.AgentResult{Reply: strings.Repeat(`r"`, 500)}}, nil)
 	}
-	b, _ := json.Marshal(st.Journal)
+	raw, err := json.Marshal(&st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		t.Fatal(err)
+	}
+	b := stored["journal"]
 	if len(b) > flowv1.MaxJournalBytes || len(st.Journal) < 5 || st.Journal[len(st.Journal)-1].Step != 99 {
 		t.Errorf("%d entries, %d bytes", len(st.Journal), len(b))
 	}

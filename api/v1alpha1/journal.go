@@ -1,0 +1,98 @@
+package v1alpha1
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// status.journal is stored one JSON string an answer: the API server decodes,
+// validates, coerces, tracks and encodes every value of a Session on each write, so
+// an answer kept as one string costs it one value instead of a dozen, and an LLM
+// Session's journal of answers no longer doubles the cost of its writes
+// (docs/PERFORMANCE.md, "The journal stored one string an answer"). In Go the journal
+// is SessionStatus.Journal, decoded; SessionStatus's JSON methods below are the only
+// place that sees the strings.
+
+// EncodedEffect is one answer of status.journal as stored: an EffectRecord encoded as
+// a JSON object, in a string.
+type EncodedEffect string
+
+// UnmarshalJSON takes the string, or an answer stored as a JSON object by an operator
+// that did not encode it yet.
+func (e *EncodedEffect) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '{' {
+		*e = EncodedEffect(b)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*e = EncodedEffect(s)
+	return nil
+}
+
+// EncodeEffect is rec as status.journal stores it.
+func EncodeEffect(rec *EffectRecord) (EncodedEffect, error) {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return "", err
+	}
+	return EncodedEffect(b), nil
+}
+
+// JournalEntryBytes is what rec takes in status.journal as stored: the JSON string
+// of its encoding, quotes and escapes included, and a separator. The journal's byte
+// bound (MaxJournalBytes) counts its entries with it.
+func JournalEntryBytes(rec *EffectRecord) int {
+	e, err := EncodeEffect(rec)
+	if err != nil {
+		return 0
+	}
+	b, err := json.Marshal(string(e))
+	if err != nil {
+		return 0
+	}
+	return len(b) + 1
+}
+
+// sessionStatusFields is SessionStatus without its JSON methods.
+type sessionStatusFields SessionStatus
+
+// MarshalJSON writes the status with its journal encoded, one string an answer.
+func (s SessionStatus) MarshalJSON() ([]byte, error) {
+	p := sessionStatusFields(s)
+	p.Journal = nil
+	if len(s.Journal) > 0 {
+		p.JournalEntries = make([]EncodedEffect, len(s.Journal))
+		for i := range s.Journal {
+			e, err := EncodeEffect(&s.Journal[i])
+			if err != nil {
+				return nil, fmt.Errorf("status.journal[%d]: %w", i, err)
+			}
+			p.JournalEntries[i] = e
+		}
+	}
+	return json.Marshal(&p)
+}
+
+// UnmarshalJSON reads the status and decodes its journal.
+func (s *SessionStatus) UnmarshalJSON(b []byte) error {
+	var p sessionStatusFields
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	if len(p.JournalEntries) > 0 {
+		p.Journal = make([]EffectRecord, len(p.JournalEntries))
+		for i, e := range p.JournalEntries {
+			if err := json.Unmarshal([]byte(e), &p.Journal[i]); err != nil {
+				return fmt.Errorf("status.journal[%d]: %w", i, err)
+			}
+		}
+	}
+	p.JournalEntries = nil
+	*s = SessionStatus(p)
+	return nil
+}
