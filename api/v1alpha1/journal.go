@@ -14,8 +14,15 @@ import (
 // is SessionStatus.Journal, decoded; SessionStatus's JSON methods below are the only
 // place that sees the strings.
 
-// EncodedEffect is one answer of status.journal as stored: an EffectRecord encoded as
-// a JSON object, in a string.
+// The schema of an answer has no type and keeps what it holds: a schema of type
+// string would have the API server prune an answer an earlier operator stored as a
+// JSON object to {} when it reads the Session after the CRD is upgraded.
+
+// EncodedEffect is one answer of status.journal as stored: an EffectRecord
+// encoded as a JSON object, in a string. An answer stored as a JSON object
+// (by an operator that did not encode answers yet) is kept and read as is.
+// +kubebuilder:validation:Type=""
+// +kubebuilder:pruning:PreserveUnknownFields
 type EncodedEffect string
 
 // UnmarshalJSON takes the string, or an answer stored as a JSON object by an operator
