@@ -41,30 +41,27 @@ func chatJourney(t *testing.T, ns string, maxTurns int32) *flowv1.Journey {
 	return j
 }
 
-// storedBytes is the Session's size as the API server stores it (JSON, metadata included).
-func storedBytes(t *testing.T, ns, name string) int {
+// storedBytes is the Session's size as the API server stores it (JSON, metadata
+// included). s is a Session as the API server returned it (a watch event or a write's
+// response), so its encoding is what the API server stores.
+func storedBytes(t *testing.T, s *flowv1.Session) int {
 	t.Helper()
-	n, _ := sizes(t, ns, name)
-	return n
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(b)
 }
 
 // sizes is the Session's stored size, and its size without spec.messages: what the
 // Session keeps of a conversation, without the messages its clients have not dropped
 // yet. Those are bounded by count and by the Session's byte bound; which of a round's
 // messages are still there when it is read depends on which client wrote last.
-func sizes(t *testing.T, ns, name string) (stored, kept int) {
+func sizes(t *testing.T, s *flowv1.Session) (stored, kept int) {
 	t.Helper()
-	s := get(t, ns, name, &flowv1.Session{})
-	b, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Spec.Messages = nil
-	k, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(b), len(k)
+	withoutPending := *s // a shallow copy: s keeps its messages
+	withoutPending.Spec.Messages = nil
+	return storedBytes(t, s), storedBytes(t, &withoutPending)
 }
 
 // watchClient is an admin client that can watch, made once for the package.
@@ -75,8 +72,10 @@ var watchClient = sync.OnceValues(func() (client.WithWatch, error) {
 // waitProcessed waits until the Session processed n messages and reports the last
 // turn's message. It watches the Session instead of polling it: one decode per write,
 // where a poll would read the whole object (up to its bound) every PollInterval and
-// take the CPU the manager beside it needs.
-func waitProcessed(t *testing.T, ns, name string, n int32) *flowv1.Session {
+// take the CPU the manager beside it needs. from, when not nil, is the Session as the
+// caller's last write returned it: the watch starts there, so the Session is not read
+// again; with nil it is read first.
+func waitProcessed(t *testing.T, ns, name string, n int32, from *flowv1.Session) *flowv1.Session {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -90,12 +89,15 @@ func waitProcessed(t *testing.T, ns, name string, n int32) *flowv1.Session {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &flowv1.Session{}
+	s := from
 	for {
 		// (Re)read, then watch from what was read: a watch that ends or expires
 		// loses nothing.
-		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
-			t.Fatalf("session %s: %v", name, err)
+		if s == nil {
+			s = &flowv1.Session{}
+			if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
+				t.Fatalf("session %s: %v", name, err)
+			}
 		}
 		last := check(s)
 		if last == nil {
@@ -107,6 +109,7 @@ func waitProcessed(t *testing.T, ns, name string, n int32) *flowv1.Session {
 		if err != nil {
 			t.Fatalf("watching session %s: %v", name, err)
 		}
+		s = nil
 		for ev := range w.ResultChan() {
 			got, ok := ev.Object.(*flowv1.Session)
 			if !ok {
@@ -186,11 +189,11 @@ func TestLongConversationStaysBounded(t *testing.T) {
 			t.FailNow()
 		}
 		sent = to
-		s := waitProcessed(t, ns, "long", int32(sent))
+		s := waitProcessed(t, ns, "long", int32(sent), nil)
 		if s.Status.Turns != int32(sent) || s.Spec.MessageCount() != int32(sent) {
 			t.Fatalf("after message %d: %d turns, %d messages", sent, s.Status.Turns, s.Spec.MessageCount())
 		}
-		n, kept := sizes(t, ns, "long")
+		n, kept := sizes(t, s)
 		largest = max(largest, n)
 		if sent == 100 {
 			at100 = kept
@@ -204,7 +207,7 @@ func TestLongConversationStaysBounded(t *testing.T) {
 			refusedAtTheLimit(t, ctx, key, sent)
 			mgr = startManager(t, ns, Options{})
 			sent += 4
-			if s = waitProcessed(t, ns, "long", int32(sent)); s.Status.Turns != int32(sent) {
+			if s = waitProcessed(t, ns, "long", int32(sent), nil); s.Status.Turns != int32(sent) {
 				t.Fatalf("after the restart: %d turns for %d messages", s.Status.Turns, sent)
 			}
 		}
@@ -221,7 +224,7 @@ func TestLongConversationStaysBounded(t *testing.T) {
 	}
 	// The growth is measured without spec.messages: one round's big message may still be
 	// there at one reading and dropped at another (8 KB either way), which is no growth.
-	_, end := sizes(t, ns, "long")
+	_, end := sizes(t, s)
 	if end > at100+growthPerMessage*(total-100) {
 		t.Errorf("the Session (without its pending messages) grew from %d bytes at message 100 to %d at message %d", at100, end, total)
 	}
@@ -331,15 +334,18 @@ func TestBigMessagesNeverMeetEtcd(t *testing.T) {
 	largest := 0
 	for i := 1; i <= total; i++ {
 		text := fmt.Sprintf("%d %s", i, strings.Repeat("z", size))
-		if _, _, err := plugin.SendMessage(ctx, k8sClient, key, fmt.Sprintf("m-%d", i), text); err != nil {
+		_, sent, err := plugin.SendMessage(ctx, k8sClient, key, fmt.Sprintf("m-%d", i), text)
+		if err != nil {
 			t.Fatalf("say %d: %v", i, err)
 		}
-		s := waitProcessed(t, ns, "big", int32(i))
+		s := waitProcessed(t, ns, "big", int32(i), sent)
 		if s.Status.Turns != int32(i) || s.Status.LastTurn == nil || s.Status.LastTurn.MessageID != fmt.Sprintf("m-%d", i) {
 			t.Fatalf("after message %d: %d turns, last turn %+v", i, s.Status.Turns, s.Status.LastTurn)
 		}
 		if i%25 == 0 {
-			largest = max(largest, storedBytes(t, ns, "big"))
+			// With the message pending, as say wrote it, and after its turn, both as
+			// the API server returned them.
+			largest = max(largest, storedBytes(t, sent), storedBytes(t, s))
 		}
 	}
 	if largest > bound {
