@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sync"
+	"unicode/utf8"
 )
 
 // status.journal is stored one JSON string an answer: the API server decodes,
@@ -52,17 +54,49 @@ func EncodeEffect(rec *EffectRecord) (EncodedEffect, error) {
 
 // JournalEntryBytes is what rec takes in status.journal as stored: the JSON string
 // of its encoding, quotes and escapes included, and a separator. The journal's byte
-// bound (MaxJournalBytes) counts its entries with it.
+// bound (MaxJournalBytes) counts its entries with it. It encodes rec once, into a
+// reused buffer, and counts the quoted string without writing it.
 func JournalEntryBytes(rec *EffectRecord) int {
-	e, err := EncodeEffect(rec)
-	if err != nil {
+	buf := encodeBuffers.Get().(*bytes.Buffer)
+	defer encodeBuffers.Put(buf)
+	buf.Reset()
+	enc := json.NewEncoder(buf)
+	if err := enc.Encode(rec); err != nil {
 		return 0
 	}
-	b, err := json.Marshal(string(e))
-	if err != nil {
-		return 0
+	return quotedLen(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))) + 1
+}
+
+var encodeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// quotedLen is the length of b encoded as a JSON string by encoding/json, quotes
+// included: '"' and '\\' and \b \f \n \r \t take two bytes; other control bytes,
+// '<', '>', '&', U+2028, U+2029 and invalid UTF-8 take six (\uXXXX).
+func quotedLen(b []byte) int {
+	n := 2
+	for i := 0; i < len(b); {
+		if c := b[i]; c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
+				n += 2
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
 	}
-	return len(b) + 1
+	return n
 }
 
 // sessionStatusFields is SessionStatus without its JSON methods.

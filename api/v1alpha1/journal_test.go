@@ -67,3 +67,15 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// quotedLen counts what encoding/json writes for a string, escapes included.
+func TestQuotedLenIsWhatEncodingJSONWrites(t *testing.T) {
+	for _, s := range []string{
+		"", `plain`, `{"a":"say \"hi\""}`, "back\\slash", "tab\tnew\nline\rcr\bbs\fff", "\x00\x01\x1f\x7f",
+		"<b>&amp;</b>", "caf\u00e9 \u2603 \U0001F600", "line\u2028para\u2029", "bad \xff\xfe utf8 \xe2\x80", "\xed\xa0\x80 surrogate",
+	} {
+		if got, want := quotedLen([]byte(s)), len(mustJSON(t, s)); got != want {
+			t.Errorf("quotedLen(%q) = %d, encoding/json writes %d bytes", s, got, want)
+		}
+	}
+}
