@@ -77,7 +77,7 @@ func run() error {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if err := demo.TellStories(ctx, c, cl); err != nil {
+	if err := demo.TellStories(ctx, c, cl, os.Stdout); err != nil {
 		return err
 	}
 	fmt.Printf("\nDemo finished in %s.\n", time.Since(start).Round(time.Second))

@@ -15,7 +15,7 @@ const budgetName = "clinic-monthly"
 // applyBudget applies a Budget over the Sessions labelled team: clinic before any of
 // them starts, and waits until the manager counts it.
 func applyBudget(ctx context.Context, k kubectl) error {
-	Say("A Budget: what the clinic team's Sessions (the new patient's and the booking's, labelled team=clinic) may spend together this month")
+	k.say("A Budget: what the clinic team's Sessions (the new patient's and the booking's, labelled team=clinic) may spend together this month")
 	path := filepath.Join(k.c.Dir, "budget.yaml")
 	manifest, err := manifest("budget.yaml")
 	if err != nil {
@@ -34,7 +34,7 @@ func applyBudget(ctx context.Context, k kubectl) error {
 // budgetSpend shows what the Budget counted once the conversations are over: the
 // patient's builtin turns cost nothing, the clinic booking made three tool calls.
 func budgetSpend(ctx context.Context, k kubectl) error {
-	Say("What the clinic team spent: the patient's builtin turns cost nothing, the booking's three tool calls count")
+	k.say("What the clinic team spent: the patient's builtin turns cost nothing, the booking's three tool calls count")
 	// The manager writes a Budget's status every few seconds, not per call.
 	var b flowv1alpha1.Budget
 	err := k.waitUntil(ctx, "budget", budgetName, &b, func() error {

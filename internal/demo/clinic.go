@@ -15,9 +15,9 @@ import (
 // the server's tools, the Session finds a doctor, waits for a person to approve the
 // booking (a destructive tool), and books once.
 func clinicStory(ctx context.Context, k kubectl, c *clinic.Listening) error {
-	Say("Clinic booking: tools on an MCP server, a destructive call approved by a person")
+	k.say("Clinic booking: tools on an MCP server, a destructive call approved by a person")
 	url := c.URL
-	fmt.Printf("Clinic MCP server at %s\n", url)
+	fmt.Fprintf(k.out, "Clinic MCP server at %s\n", url)
 
 	path := filepath.Join(k.c.Dir, "clinic-booking.yaml")
 	manifest, err := manifest("clinic-booking.yaml")
@@ -44,11 +44,11 @@ func clinicStory(ctx context.Context, k kubectl, c *clinic.Listening) error {
 	if _, err := k.waitPhase(ctx, "clinic-ada", flowv1alpha1.PhaseAwaitingApproval, ""); err != nil {
 		return err
 	}
-	fmt.Println()
+	fmt.Fprintln(k.out)
 	if err := k.show("get", "session", "clinic-ada", "-o", `jsonpath={.status.lastDecision.id}: {.status.lastDecision.reasoning}{"\n"}`); err != nil {
 		return err
 	}
-	fmt.Printf("book_slot calls so far: %d\n", c.Calls("book_slot"))
+	fmt.Fprintf(k.out, "book_slot calls so far: %d\n", c.Calls("book_slot"))
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -58,11 +58,11 @@ func clinicStory(ctx context.Context, k kubectl, c *clinic.Listening) error {
 	if _, err := k.waitPhase(ctx, "clinic-ada", flowv1alpha1.PhaseCompleted, ""); err != nil {
 		return err
 	}
-	fmt.Println()
+	fmt.Fprintln(k.out)
 	if err := k.show("get", "session", "clinic-ada", "-o", `jsonpath={.status.lastTurn.assistantText}{"\n"}{range .status.lastTurn.toolCalls[*]}{.id} {.tool} {.state} approvedBy={.approvedBy}{"\n"}{end}`); err != nil {
 		return err
 	}
-	fmt.Printf("book_slot calls: %d, bookings: %d\n", c.Calls("book_slot"), c.Bookings())
+	fmt.Fprintf(k.out, "book_slot calls: %d, bookings: %d\n", c.Calls("book_slot"), c.Bookings())
 	if c.Bookings() != 1 {
 		return fmt.Errorf("the clinic booked %d times, want 1", c.Bookings())
 	}

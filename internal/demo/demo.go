@@ -8,6 +8,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,9 +19,9 @@ import (
 )
 
 // TellStories tells the demo's stories on c, with the clinic MCP server cl, printing
-// them on standard output.
-func TellStories(ctx context.Context, c *localcluster.Cluster, cl *clinic.Listening) error {
-	return tellStories(ctx, kubectl{c}, cl)
+// them to w.
+func TellStories(ctx context.Context, c *localcluster.Cluster, cl *clinic.Listening, w io.Writer) error {
+	return tellStories(ctx, kubectl{c: c, out: w}, cl)
 }
 
 // manifest reads a manifest of hack/demo: the demo's Budget and journeys, which the
@@ -30,23 +31,33 @@ func manifest(name string) (string, error) {
 	return string(b), err
 }
 
-// Say prints a heading of the demo's output.
-func Say(format string, args ...any) {
-	fmt.Printf("\n==> "+format+"\n", args...)
+// Say prints a heading of the demo's output to standard output.
+func Say(format string, args ...any) { say(os.Stdout, format, args...) }
+
+// say prints a heading of the demo's output to w.
+func say(w io.Writer, format string, args ...any) {
+	fmt.Fprintf(w, "\n==> "+format+"\n", args...)
 }
 
 // kubectl runs the real kubectl (and through it the plugin) against the demo cluster,
 // for each command the demo shows; what it does not show (creating a Session, waiting
 // for a phase) goes to the API server directly (api.go).
-type kubectl struct{ c *localcluster.Cluster }
+type kubectl struct {
+	c *localcluster.Cluster
+	// out receives what the demo prints.
+	out io.Writer
+}
+
+// say prints a heading of the demo's output.
+func (k kubectl) say(format string, args ...any) { say(k.out, format, args...) }
 
 func (k kubectl) output(args ...string) (string, error) { return k.c.Kubectl(args...) }
 
 // show prints the command and its output, as a person would see it.
 func (k kubectl) show(args ...string) error {
-	fmt.Printf("$ kubectl %s\n", strings.Join(quote(args), " "))
+	fmt.Fprintf(k.out, "$ kubectl %s\n", strings.Join(quote(args), " "))
 	out, err := k.output(args...)
-	fmt.Print(out)
+	fmt.Fprint(k.out, out)
 	return err
 }
 

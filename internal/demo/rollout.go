@@ -21,7 +21,7 @@ const (
 // becomes the canary, the next Sessions split between it and the stable revision,
 // and kubectl journey rollout promote makes it the stable one.
 func rolloutStory(ctx context.Context, k kubectl) error {
-	Say("Rolling out a change: a canary revision serves half of the new Sessions until it is promoted")
+	k.say("Rolling out a change: a canary revision serves half of the new Sessions until it is promoted")
 	j, err := startCanary(ctx, k)
 	if err != nil {
 		return err
@@ -30,7 +30,7 @@ func rolloutStory(ctx context.Context, k kubectl) error {
 	if err := splitSessions(ctx, k, j.Status.StableRevision, canary); err != nil {
 		return err
 	}
-	fmt.Println()
+	fmt.Fprintln(k.out)
 	if err := k.show("journey", "rollout", "promote", "clinic-welcome"); err != nil {
 		return err
 	}
@@ -116,6 +116,6 @@ func splitSessions(ctx context.Context, k kubectl, stable, canary string) error 
 	}); err != nil {
 		return err
 	}
-	fmt.Println()
+	fmt.Fprintln(k.out)
 	return k.show("journey", "rollout", "status", "clinic-welcome")
 }

@@ -34,13 +34,13 @@ func tellStories(ctx context.Context, k kubectl, c *clinic.Listening) error {
 	if err := budgetSpend(ctx, k); err != nil {
 		return err
 	}
-	Say("All sessions")
+	k.say("All sessions")
 	return k.show("get", "sessions", "-o", "wide")
 }
 
 // applySamples applies the samples and waits for their Journeys to be Ready.
 func applySamples(ctx context.Context, k kubectl) error {
-	Say("Applying the sample journeys, pathways and sessions")
+	k.say("Applying the sample journeys, pathways and sessions")
 	if err := k.show("apply", "-k", "config/samples", "-n", "default"); err != nil {
 		return err
 	}
@@ -57,7 +57,7 @@ func applySamples(ctx context.Context, k kubectl) error {
 
 // healthcareStory is a new patient's conversation, one message at a time.
 func healthcareStory(ctx context.Context, k kubectl) error {
-	Say("Healthcare referral: a new patient, one message at a time")
+	k.say("Healthcare referral: a new patient, one message at a time")
 	if err := k.create(ctx, `{"apiVersion":"flow.journey.dev/v1alpha1","kind":"Session",
 		"metadata":{"name":"patient-12345","namespace":"default","labels":{"team":"clinic"}},
 		"spec":{"journeyRef":{"name":"healthcare-referral"},
@@ -74,7 +74,7 @@ func healthcareStory(ctx context.Context, k kubectl) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		fmt.Println()
+		fmt.Fprintln(k.out)
 		if err := k.show("journey", "say", "patient-12345", text, "--wait"); err != nil {
 			return err
 		}
@@ -90,13 +90,13 @@ func healthcareStory(ctx context.Context, k kubectl) error {
 	}
 	// The admission webhook runs as in a cluster: a limit below what the Session has
 	// used is refused.
-	fmt.Println()
+	fmt.Fprintln(k.out)
 	return k.refused("patch", "session", "patient-12345", "--type=merge", "-p", `{"spec":{"limits":{"maxTurns":2}}}`)
 }
 
 // reviewStory is a review loop whose first review fails and starts iteration 2.
 func reviewStory(ctx context.Context, k kubectl) error {
-	Say("Review loop: External executors post outcomes; a failed review starts iteration 2")
+	k.say("Review loop: External executors post outcomes; a failed review starts iteration 2")
 	if err := k.create(ctx, `{"apiVersion":"flow.journey.dev/v1alpha1","kind":"Session",
 		"metadata":{"name":"review-42","namespace":"default"},
 		"spec":{"journeyRef":{"name":"review-loop"},"initialContext":{"entity":"Invoice"}}}`); err != nil {
@@ -119,7 +119,7 @@ func reviewStory(ctx context.Context, k kubectl) error {
 		if o.data != "" {
 			args = append(args, "--data", o.data)
 		}
-		fmt.Println()
+		fmt.Fprintln(k.out)
 		if err := k.show(args...); err != nil {
 			return err
 		}
@@ -127,7 +127,7 @@ func reviewStory(ctx context.Context, k kubectl) error {
 	if _, err := k.waitPhase(ctx, "review-42", flowv1alpha1.PhaseCompleted, ""); err != nil {
 		return err
 	}
-	fmt.Println()
+	fmt.Fprintln(k.out)
 	if err := k.show("get", "session", "review-42"); err != nil {
 		return err
 	}
@@ -147,6 +147,6 @@ func (k kubectl) waitFor(ctx context.Context, session, pathway string) error {
 	if _, err := k.waitPhase(ctx, session, flowv1alpha1.PhaseWaitingForInput, pathway); err != nil {
 		return err
 	}
-	fmt.Println()
+	fmt.Fprintln(k.out)
 	return k.show("get", "session", session)
 }

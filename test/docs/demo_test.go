@@ -3,8 +3,6 @@ package docs
 import (
 	"bytes"
 	"context"
-	"io"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,20 +16,21 @@ import (
 // documents' control plane, whose manager runs as make demo's does (localcluster), and
 // checks what a person reads: the conversations, the canary rollout (the Sessions
 // split between the stable and canary revisions, then the promotion) and the
-// Budget's spend. The stories work in namespace default, which no document uses; the
-// test does not run in parallel, as it captures standard output.
+// Budget's spend. The stories work in namespace default, which no document uses, so
+// the test runs beside the documents.
 func TestDemoTellsItsStories(t *testing.T) {
+	t.Parallel()
 	cl, err := clinic.Listen("127.0.0.1:0", false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cl.Close() })
 
-	out, err := captureStdout(t, func() error { return demo.TellStories(context.Background(), cluster, cl) })
-	if err != nil {
-		t.Fatalf("the demo failed: %v\n%s", err, out)
+	var out bytes.Buffer
+	if err := demo.TellStories(context.Background(), cluster, cl, &out); err != nil {
+		t.Fatalf("the demo failed: %v\n%s", err, out.String())
 	}
-	checkStories(t, out)
+	checkStories(t, out.String())
 }
 
 // checkStories checks the demo's output out.
@@ -96,23 +95,4 @@ func checkStories(t *testing.T, out string) {
 	if t.Failed() {
 		t.Logf("the demo's output:\n%s", out)
 	}
-}
-
-// captureStdout runs f with os.Stdout going to a pipe, and returns what it printed.
-func captureStdout(t *testing.T, f func() error) (string, error) {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout := os.Stdout
-	os.Stdout = w
-	var buf bytes.Buffer
-	done := make(chan struct{})
-	go func() { _, _ = io.Copy(&buf, r); close(done) }()
-	err = f()
-	os.Stdout = stdout
-	_ = w.Close()
-	<-done
-	return buf.String(), err
 }

@@ -95,6 +95,7 @@ const blockTimeout = 90 * time.Second
 // (http://127.0.0.1:8766/mcp, where `go run ./hack/clinic` and `DEMO_KEEP=1 make demo`
 // serve it) gets the URL of the clinic this test serves instead.
 func TestDocsRun(t *testing.T) {
+	t.Parallel()
 	root := testenv.RepoRoot()
 	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
@@ -130,6 +131,7 @@ func TestDocsRun(t *testing.T) {
 // that does not happen, an unmarked fragment, an unmarked make target, and an invalid
 // manifest each fail with their line, and the blocks around them run.
 func TestBrokenDocFails(t *testing.T) {
+	t.Parallel()
 	md := strings.Join([]string{
 		"# Broken", //                                  1
 		"```sh",    //                                  2
@@ -384,6 +386,7 @@ func (r *runner) yaml(b Block) error {
 // that kubectl journey test gives the same files, so a recorded test can point at
 // the source files.
 func TestSamplesRevisionsThroughKustomize(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t)
 	if err := r.shell("samples", 1, "kubectl apply -k config/samples >/dev/null", false); err != nil {
 		t.Fatal(err)
