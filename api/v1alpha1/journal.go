@@ -45,7 +45,9 @@ func (e *EncodedEffect) UnmarshalJSON(b []byte) error {
 
 // EncodeEffect is rec as status.journal stores it.
 func EncodeEffect(rec *EffectRecord) (EncodedEffect, error) {
-	b, err := json.Marshal(rec)
+	e := encoders.Get().(*encoder)
+	defer encoders.Put(e)
+	b, err := e.encode(rec)
 	if err != nil {
 		return "", err
 	}
@@ -57,17 +59,36 @@ func EncodeEffect(rec *EffectRecord) (EncodedEffect, error) {
 // bound (MaxJournalBytes) counts its entries with it. It encodes rec once, into a
 // reused buffer, and counts the quoted string without writing it.
 func JournalEntryBytes(rec *EffectRecord) int {
-	buf := encodeBuffers.Get().(*bytes.Buffer)
-	defer encodeBuffers.Put(buf)
-	buf.Reset()
-	enc := json.NewEncoder(buf)
-	if err := enc.Encode(rec); err != nil {
+	e := encoders.Get().(*encoder)
+	defer encoders.Put(e)
+	b, err := e.encode(rec)
+	if err != nil {
 		return 0
 	}
-	return quotedLen(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))) + 1
+	return quotedLen(b) + 1
 }
 
-var encodeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// encoder encodes answers into a buffer it reuses: a journal's answers are encoded
+// one after another on each append and each write.
+type encoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var encoders = sync.Pool{New: func() any {
+	e := &encoder{}
+	e.enc = json.NewEncoder(&e.buf)
+	return e
+}}
+
+// encode is rec as json.Marshal encodes it, valid until the next call.
+func (e *encoder) encode(rec *EffectRecord) ([]byte, error) {
+	e.buf.Reset()
+	if err := e.enc.Encode(rec); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(e.buf.Bytes(), []byte("\n")), nil
+}
 
 // quotedLen is the length of b encoded as a JSON string by encoding/json, quotes
 // included: '"' and '\\' and \b \f \n \r \t take two bytes; other control bytes,
