@@ -23,10 +23,42 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
-// RepoRoot is the module root, found from this file's location.
+// modulePath is this module's path, as go.mod declares it.
+const modulePath = "github.com/journeyops/journey-operator"
+
+// RepoRoot is the module root: found from this file's location, or, in a binary built
+// with -trimpath (where that location is the module path, not a directory), from the
+// working directory up to the go.mod that declares this module.
 func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		panic(fmt.Sprintf("finding the module root: %v", err))
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if declaresModule(filepath.Join(dir, "go.mod")) {
+			return dir
+		}
+		if filepath.Dir(dir) == dir {
+			panic(fmt.Sprintf("finding the module root: no go.mod of %s in %s or above", modulePath, wd))
+		}
+	}
+}
+
+// declaresModule says whether the go.mod file at path declares this module.
+func declaresModule(path string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if fields := strings.Fields(line); len(fields) == 2 && fields[0] == "module" {
+			return strings.Trim(fields[1], `"`) == modulePath
+		}
+	}
+	return false
 }
 
 // Assets returns the directory with kube-apiserver and etcd: $KUBEBUILDER_ASSETS when

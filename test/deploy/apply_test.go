@@ -274,7 +274,7 @@ func TestInstallsOnAControlPlane(t *testing.T) {
 	installs := []install{
 		{"chart", renderChart(t, clusterRelease, clusterNS, nil), clusterNS, "jo-journey-operator-controller-manager", nil, ""},
 		{"scoped chart", renderChart(t, scopedRelease, scopedNS, scopedValues()), scopedNS, "scoped-journey-operator-controller-manager", watched, ""},
-		{"config/default", renderKustomize(t, filepath.Join(repoRoot(), "config", "default")), kustomizeNS, "journey-operator-controller-manager", nil, ""},
+		{"config/default", renderKustomize(t, filepath.Join(testenv.RepoRoot(), "config", "default")), kustomizeNS, "journey-operator-controller-manager", nil, ""},
 		{"self cert chart", renderChart(t, selfRelease, selfNS, selfValues()), selfNS, "self-journey-operator-controller-manager",
 			[]string{selfWatched}, "self-journey-operator-webhook-server-cert"},
 	}

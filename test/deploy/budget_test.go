@@ -132,7 +132,7 @@ func checkDefaultBudgetExamples(ctx context.Context, t *testing.T, c client.Clie
 		"limits":      map[string]any{"tokens": 5000000, "modelCalls": 10000},
 		"onExhausted": "Degrade", "degradeTo": "small",
 	})).ofKind("Budget")...)
-	kust := renderKustomize(t, filepath.Join(repoRoot(), "config", "budget")).ofKind("Budget")
+	kust := renderKustomize(t, filepath.Join(testenv.RepoRoot(), "config", "budget")).ofKind("Budget")
 	if len(kust) != 1 || kust[0].GetNamespace() != "" {
 		t.Fatalf("config/budget: want one Budget naming no namespace (kubectl apply -n chooses it), got %d", len(kust))
 	}

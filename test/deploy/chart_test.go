@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/journeyops/journey-operator/internal/testenv"
 	"github.com/journeyops/journey-operator/internal/webhook"
 )
 
@@ -55,7 +56,7 @@ func scopedValues() map[string]any {
 // fromFile reads the YAML documents of a file under config/.
 func fromFile(t *testing.T, rel string) *rendered {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(), rel))
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), rel))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,9 +135,9 @@ func TestChartIsConfig(t *testing.T) {
 
 	cluster := renderChart(t, clusterRelease, clusterNS, nil)
 	scoped := renderChart(t, scopedRelease, scopedNS, scopedValues())
-	kust := renderKustomize(t, filepath.Join(repoRoot(), "config", "default"))
-	kustScoped := renderKustomize(t, filepath.Join(repoRoot(), "config", "scoped"))
-	kustSelf := renderKustomize(t, filepath.Join(repoRoot(), "config", "self-cert"))
+	kust := renderKustomize(t, filepath.Join(testenv.RepoRoot(), "config", "default"))
+	kustScoped := renderKustomize(t, filepath.Join(testenv.RepoRoot(), "config", "scoped"))
+	kustSelf := renderKustomize(t, filepath.Join(testenv.RepoRoot(), "config", "self-cert"))
 
 	for name, r := range map[string]*rendered{"chart": cluster, "scoped chart": scoped, "config/default": kust,
 		"config/scoped": kustScoped, "config/self-cert": kustSelf} {
@@ -219,12 +220,12 @@ func TestWebhookPointsAtTheService(t *testing.T) {
 	}{
 		"chart":          {renderChart(t, clusterRelease, clusterNS, nil), clusterNS, "jo-journey-operator-", "jo-journey-operator-webhook-server-cert", certManager},
 		"scoped chart":   {renderChart(t, scopedRelease, scopedNS, scopedValues()), scopedNS, "scoped-journey-operator-", "scoped-journey-operator-webhook-server-cert", certManager},
-		"config/default": {renderKustomize(t, filepath.Join(repoRoot(), "config", "default")), kustomizeNS, "journey-operator-", "webhook-server-cert", certManager},
-		"config/scoped":  {renderKustomize(t, filepath.Join(repoRoot(), "config", "scoped")), kustomizeNS, "journey-operator-", "webhook-server-cert", certManager},
+		"config/default": {renderKustomize(t, filepath.Join(testenv.RepoRoot(), "config", "default")), kustomizeNS, "journey-operator-", "webhook-server-cert", certManager},
+		"config/scoped":  {renderKustomize(t, filepath.Join(testenv.RepoRoot(), "config", "scoped")), kustomizeNS, "journey-operator-", "webhook-server-cert", certManager},
 		"provided cert": {renderChart(t, clusterRelease, clusterNS, map[string]any{"webhook": map[string]any{"certificate": map[string]any{
 			"source": "provided", "secretName": "my-tls", "caBundle": "Q0E="}}}), clusterNS, "jo-journey-operator-", "my-tls", provided},
 		"self cert chart":  {renderChart(t, selfRelease, selfNS, selfValues()), selfNS, "self-journey-operator-", "self-journey-operator-webhook-server-cert", self},
-		"config/self-cert": {renderKustomize(t, filepath.Join(repoRoot(), "config", "self-cert")), kustomizeNS, "journey-operator-", "journey-operator-webhook-server-cert", self},
+		"config/self-cert": {renderKustomize(t, filepath.Join(testenv.RepoRoot(), "config", "self-cert")), kustomizeNS, "journey-operator-", "journey-operator-webhook-server-cert", self},
 	}
 	for name, in := range installs {
 		dep := in.r.get(t, "Deployment", in.ns, in.prefix+"controller-manager")

@@ -137,9 +137,9 @@ func TestMetricsService(t *testing.T) {
 		"chart":            {renderChart(t, clusterRelease, clusterNS, nil), clusterNS, "jo-journey-operator-"},
 		"scoped chart":     {renderChart(t, scopedRelease, scopedNS, scopedValues()), scopedNS, "scoped-journey-operator-"},
 		"self cert chart":  {renderChart(t, selfRelease, selfNS, selfValues()), selfNS, "self-journey-operator-"},
-		"config/default":   {renderKustomize(t, filepath.Join(repoRoot(), "config", "default")), kustomizeNS, "journey-operator-"},
-		"config/scoped":    {renderKustomize(t, filepath.Join(repoRoot(), "config", "scoped")), kustomizeNS, "journey-operator-"},
-		"config/self-cert": {renderKustomize(t, filepath.Join(repoRoot(), "config", "self-cert")), kustomizeNS, "journey-operator-"},
+		"config/default":   {renderKustomize(t, filepath.Join(testenv.RepoRoot(), "config", "default")), kustomizeNS, "journey-operator-"},
+		"config/scoped":    {renderKustomize(t, filepath.Join(testenv.RepoRoot(), "config", "scoped")), kustomizeNS, "journey-operator-"},
+		"config/self-cert": {renderKustomize(t, filepath.Join(testenv.RepoRoot(), "config", "self-cert")), kustomizeNS, "journey-operator-"},
 	}
 	for name, in := range installs {
 		dep := in.r.get(t, "Deployment", in.ns, in.prefix+"controller-manager")
@@ -192,9 +192,9 @@ func TestMetricsService(t *testing.T) {
 func TestKustomizeOverlaysOnAControlPlane(t *testing.T) {
 	t.Parallel() // each overlay on a control plane of its own, beside the other installs
 	overlays := []install{
-		{"config/scoped", renderKustomize(t, filepath.Join(repoRoot(), "config", "scoped")), kustomizeNS,
+		{"config/scoped", renderKustomize(t, filepath.Join(testenv.RepoRoot(), "config", "scoped")), kustomizeNS,
 			"journey-operator-controller-manager", watched, ""},
-		{"config/self-cert", renderKustomize(t, filepath.Join(repoRoot(), "config", "self-cert")), kustomizeNS,
+		{"config/self-cert", renderKustomize(t, filepath.Join(testenv.RepoRoot(), "config", "self-cert")), kustomizeNS,
 			"journey-operator-controller-manager", nil, "journey-operator-webhook-server-cert"},
 	}
 	for _, in := range overlays {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 
@@ -18,16 +17,12 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 // chartDir is the chart, kubebuilder's helm plugin layout.
-var chartDir = filepath.Join(repoRoot(), "dist", "chart")
-
-// repoRoot is the module root, found from this file's location.
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
+var chartDir = filepath.Join(testenv.RepoRoot(), "dist", "chart")
 
 // rendered is a rendered install: its objects by kind/namespace/name.
 type rendered struct {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
 // resource is one resource the operator's CRDs serve, by group and plural.
@@ -15,13 +17,13 @@ type resource struct{ group, plural string }
 // served are the resources of config/crd/bases: every kind the operator adds.
 func served(t *testing.T) []resource {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(repoRoot(), "config", "crd", "bases", "*.yaml"))
+	paths, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "crd", "bases", "*.yaml"))
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no CRDs in config/crd/bases: %v", err)
 	}
 	var out []resource
 	for _, p := range paths {
-		rel, _ := filepath.Rel(repoRoot(), p)
+		rel, _ := filepath.Rel(testenv.RepoRoot(), p)
 		for _, crd := range fromFile(t, rel).objs {
 			out = append(out, resource{
 				group:  fmt.Sprint(nested(t, crd, "spec", "group")),
@@ -64,7 +66,7 @@ func TestUserRolesCoverEveryResource(t *testing.T) {
 		prefix string
 	}{
 		"chart":          {renderChart(t, clusterRelease, clusterNS, nil), "jo-journey-operator-"},
-		"config/default": {renderKustomize(t, filepath.Join(repoRoot(), "config", "default")), "journey-operator-"},
+		"config/default": {renderKustomize(t, filepath.Join(testenv.RepoRoot(), "config", "default")), "journey-operator-"},
 	}
 	resources := served(t)
 	for name, in := range installs {
