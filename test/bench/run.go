@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -159,6 +160,11 @@ func runOne(ctx context.Context, opts *options, kind string, n int, mode control
 	r.env = env
 	harnessCfg := rest.CopyConfig(env.Config)
 	harnessCfg.QPS, harnessCfg.Burst = 10000, 20000
+	// The harness plays the users, whose writes reach the API server on connections of
+	// their own, not on the manager's. client-go shares one transport, and so one HTTP/2
+	// connection, between configs with the same TLS settings; a dialer of its own gives
+	// the harness its own connection.
+	harnessCfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	if r.c, err = client.New(harnessCfg, client.Options{Scheme: scheme}); err != nil {
 		return nil, err
 	}
