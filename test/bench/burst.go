@@ -7,9 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flowv1 "github.com/journeyops/journey-operator/api/v1alpha1"
 	"github.com/journeyops/journey-operator/internal/controller"
@@ -54,9 +52,7 @@ func runBurst(ctx context.Context, opts *options, smp *sample, n int, mode contr
 		return nil, err
 	}
 	defer func() { _ = env.Stop() }()
-	cfg := rest.CopyConfig(env.Config)
-	cfg.QPS, cfg.Burst = 10000, 20000
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := harnessClient(env.Config)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -67,9 +66,7 @@ func runLong(ctx context.Context, opts *options, sessions, messages int) (*longR
 		return nil, err
 	}
 	defer func() { _ = env.Stop() }()
-	cfg := rest.CopyConfig(env.Config)
-	cfg.QPS, cfg.Burst = 10000, 20000
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := harnessClient(env.Config)
 	if err != nil {
 		return nil, err
 	}

@@ -158,14 +158,7 @@ func runOne(ctx context.Context, opts *options, kind string, n int, mode control
 	}
 	defer func() { _ = env.Stop() }()
 	r.env = env
-	harnessCfg := rest.CopyConfig(env.Config)
-	harnessCfg.QPS, harnessCfg.Burst = 10000, 20000
-	// The harness plays the users, whose writes reach the API server on connections of
-	// their own, not on the manager's. client-go shares one transport, and so one HTTP/2
-	// connection, between configs with the same TLS settings; a dialer of its own gives
-	// the harness its own connection.
-	harnessCfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	if r.c, err = client.New(harnessCfg, client.Options{Scheme: scheme}); err != nil {
+	if r.c, err = harnessClient(env.Config); err != nil {
 		return nil, err
 	}
 	for _, ns := range []string{benchNamespace, plainNamespace} {
@@ -654,6 +647,17 @@ func apiserverProfileFor(ctx context.Context, cfg *rest.Config, path, name strin
 		_ = os.WriteFile(path+"-"+name, raw, 0o644)
 	}()
 	return func() { <-done }
+}
+
+// harnessClient is the client of the bench's users: unthrottled, and on a connection
+// of its own. Users' writes reach the API server on their own connections, not on the
+// manager's; client-go shares one transport, and so one HTTP/2 connection, between
+// configs with the same TLS settings, and a dialer of its own gives the harness its own.
+func harnessClient(cfg *rest.Config) (client.Client, error) {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = 10000, 20000
+	c.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	return client.New(c, client.Options{Scheme: scheme})
 }
 
 func withCodec(cfg *rest.Config) *rest.Config {
