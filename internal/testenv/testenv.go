@@ -15,7 +15,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/mod/modfile"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,8 +31,8 @@ const modulePath = "github.com/journeyops/journey-operator"
 
 // RepoRoot is the module root: found from this file's location, or, in a binary built
 // with -trimpath (where that location is the module path, not a directory), from the
-// working directory up to the go.mod that declares this module.
-func RepoRoot() string {
+// working directory up to the go.mod that declares this module. It is found once.
+var RepoRoot = sync.OnceValue(func() string {
 	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
 		return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 	}
@@ -38,28 +41,14 @@ func RepoRoot() string {
 		panic(fmt.Sprintf("finding the module root: %v", err))
 	}
 	for dir := wd; ; dir = filepath.Dir(dir) {
-		if declaresModule(filepath.Join(dir, "go.mod")) {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modfile.ModulePath(data) == modulePath {
 			return dir
 		}
 		if filepath.Dir(dir) == dir {
 			panic(fmt.Sprintf("finding the module root: no go.mod of %s in %s or above", modulePath, wd))
 		}
 	}
-}
-
-// declaresModule says whether the go.mod file at path declares this module.
-func declaresModule(path string) bool {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if fields := strings.Fields(line); len(fields) == 2 && fields[0] == "module" {
-			return strings.Trim(fields[1], `"`) == modulePath
-		}
-	}
-	return false
-}
+})
 
 // Assets returns the directory with kube-apiserver and etcd: $KUBEBUILDER_ASSETS when
 // set, else bin/envtest, building the binaries with hack/setup-envtest.sh if needed.
