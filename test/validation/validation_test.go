@@ -49,6 +49,9 @@ interventions:
 - {id: i-1, action: Resume, reason: loop was a false alarm, limits: {maxTurns: 200}}
 `
 
+// processedAll is a status merge patch that marks everything in sessionBase processed.
+const processedAll = `{"status":{"processedMessages":2,"processedOutcomes":1,"processedApprovals":1,"processedInterventions":1}}`
+
 // decision is an onSuccess decision transition with the given extra decision fields.
 func decision(extra string) string {
 	return "transitions:\n  onSuccess:\n    decision:\n      allowedDestinations: [a, b]\n" + indent(extra, "      ")
@@ -68,6 +71,9 @@ type rejectCase struct {
 	name  string
 	obj   string
 	patch string
+	// status, when set, is a merge patch of the status written after the create, and
+	// before, a JSON patch the API server must accept; both come before patch.
+	status, before string
 	// field is the path the error names, msg the message; both must appear in it.
 	field, msg string
 }
@@ -322,6 +328,27 @@ var rejectCases = []rejectCase{
 	{name: "unprocessed intervention dropped", obj: session(sessionBase),
 		patch: `[{"op":"remove","path":"/spec/interventions/0"},{"op":"add","path":"/spec/interventionsDropped","value":1}]`,
 		field: "spec.interventionsDropped", msg: "spec.interventionsDropped is past the processed interventions"},
+	{name: "messagesDropped lowered", obj: session(sessionBase), status: processedAll,
+		before: `[{"op":"remove","path":"/spec/messages/0"},{"op":"add","path":"/spec/messagesDropped","value":1}]`,
+		patch:  `[{"op":"replace","path":"/spec/messagesDropped","value":0}]`,
+		field:  "spec.messagesDropped", msg: "messagesDropped cannot decrease"},
+	{name: "messagesDropped raised past the messages removed", obj: session(sessionBase), status: `{"status":{"processedMessages":3}}`,
+		patch: `[{"op":"remove","path":"/spec/messages"},{"op":"add","path":"/spec/messagesDropped","value":3}]`,
+		field: "spec.messagesDropped", msg: "messagesDropped may only grow by the number of messages removed from the front"},
+	{name: "outcomesDropped lowered", obj: session(sessionBase), status: processedAll,
+		before: `[{"op":"remove","path":"/spec/outcomes/0"},{"op":"add","path":"/spec/outcomesDropped","value":1}]`,
+		patch:  `[{"op":"replace","path":"/spec/outcomesDropped","value":0}]`,
+		field:  "spec.outcomesDropped", msg: "outcomesDropped cannot decrease"},
+	{name: "approvalsDropped raised past the approvals removed", obj: session(sessionBase), status: `{"status":{"processedApprovals":2}}`,
+		patch: `[{"op":"remove","path":"/spec/approvals"},{"op":"add","path":"/spec/approvalsDropped","value":2}]`,
+		field: "spec.approvalsDropped", msg: "approvalsDropped may only grow by the number of approvals removed from the front"},
+	{name: "interventionsDropped lowered", obj: session(sessionBase), status: processedAll,
+		before: `[{"op":"remove","path":"/spec/interventions/0"},{"op":"add","path":"/spec/interventionsDropped","value":1}]`,
+		patch:  `[{"op":"replace","path":"/spec/interventionsDropped","value":0}]`,
+		field:  "spec.interventionsDropped", msg: "interventionsDropped cannot decrease"},
+	{name: "processed intervention dropped and the next one edited", obj: session(sessionBase + "- {id: i-2, action: Retry}\n"), status: processedAll,
+		patch: `[{"op":"remove","path":"/spec/interventions/0"},{"op":"add","path":"/spec/interventionsDropped","value":1},{"op":"add","path":"/spec/interventions/0/feedback","value":"again"}]`,
+		field: "spec.interventions", msg: "existing interventions cannot change or move"},
 	{name: "Goto without a pathway", obj: session(sessionBase + "- {id: i-2, action: Goto}\n"),
 		field: "spec.interventions[1]", msg: "pathway is required for action Goto"},
 	{name: "Rewind with a pathway", obj: session(sessionBase + "- {id: i-2, action: Rewind, step: 3, pathway: a}\n"),
@@ -377,10 +404,27 @@ func TestRejected(t *testing.T) {
 				if err != nil {
 					t.Fatalf("creating the object to update: %v", err)
 				}
+				prepare(ctx, t, obj, tc.status, tc.before)
 				err = k.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, []byte(tc.patch)))
 			}
 			assertInvalid(t, err, tc.field, tc.msg)
 		})
+	}
+}
+
+// prepare writes status (a merge patch of the status subresource) and then applies
+// before (a JSON patch) to obj, each when set; both must be accepted.
+func prepare(ctx context.Context, t *testing.T, obj client.Object, status, before string) {
+	t.Helper()
+	if status != "" {
+		if err := k.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(status))); err != nil {
+			t.Fatalf("writing the status %s: %v", status, err)
+		}
+	}
+	if before != "" {
+		if err := k.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, []byte(before))); err != nil {
+			t.Fatalf("the update before refused: %v", err)
+		}
 	}
 }
 
@@ -422,6 +466,8 @@ type acceptCase struct {
 	name  string
 	obj   string
 	patch string
+	// status is a merge patch of the status written before patch.
+	status string
 }
 
 var acceptCases = []acceptCase{
@@ -486,6 +532,12 @@ degradeTo: {agent: small}
 			{"op":"add","path":"/spec/outcomes/-","value":{"pathway":"revise","iteration":2,"resultType":"success"}},
 			{"op":"add","path":"/spec/suspend","value":true},
 			{"op":"add","path":"/spec/cancel","value":true}]`},
+	{name: "processed messages, outcomes, approvals and interventions dropped from the front", obj: session(sessionBase), status: processedAll,
+		patch: `[{"op":"remove","path":"/spec/messages/0"},{"op":"add","path":"/spec/messagesDropped","value":1},
+			{"op":"add","path":"/spec/messages/-","value":{"id":"m3","text":"Book the Tuesday slot"}},
+			{"op":"remove","path":"/spec/outcomes"},{"op":"add","path":"/spec/outcomesDropped","value":1},
+			{"op":"remove","path":"/spec/approvals"},{"op":"add","path":"/spec/approvalsDropped","value":1},
+			{"op":"remove","path":"/spec/interventions/0"},{"op":"add","path":"/spec/interventionsDropped","value":1}]`},
 	{name: "interventions appended", obj: session(sessionBase),
 		patch: `[{"op":"add","path":"/spec/interventions/-","value":{"id":"i-2","action":"Retry","feedback":"use the insurance id"}},
 			{"op":"add","path":"/spec/interventions/-","value":{"id":"i-3","action":"Goto","pathway":"booking"}},
@@ -503,6 +555,7 @@ func TestAccepted(t *testing.T) {
 			if err := k.Create(ctx, obj); err != nil {
 				t.Fatalf("create refused: %v", err)
 			}
+			prepare(ctx, t, obj, tc.status, "")
 			if tc.patch != "" {
 				if err := k.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, []byte(tc.patch))); err != nil {
 					t.Fatalf("update refused: %v", err)
