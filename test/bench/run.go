@@ -268,25 +268,44 @@ func (r *run) createJourney(ctx context.Context, ep endpoints) error {
 // sessions creates the calibration Session and the n Sessions of the run and waits
 // until each waits for its first message.
 func (r *run) sessions(ctx context.Context) (*conversations, error) {
-	names := make([]string, r.n)
-	objs := make([]*flowv1.Session, 0, r.n+1)
-	for i := range names {
-		names[i] = fmt.Sprintf("s-%05d", i)
-		objs = append(objs, r.session(names[i]))
-	}
-	objs = append(objs, r.session("calib"))
-	rate, err := createSessions(ctx, r.c, 16, objs)
-	if err != nil {
+	if err := r.c.Create(ctx, r.session("calib")); err != nil {
 		return nil, err
 	}
-	logf("created %d sessions at %.0f/s", len(objs), rate)
-	if err := r.tr.waitFor("s-", r.n, r.opts.timeout, "sessions waiting for input", waiting); err != nil {
+	cv, err := r.newSessions(ctx, "s-")
+	if err != nil {
 		return nil, err
 	}
 	if err := r.tr.waitFor("calib", 1, r.opts.timeout, "calibration session waiting for input", waiting); err != nil {
 		return nil, err
 	}
+	return cv, nil
+}
+
+// newSessions creates the n Sessions <prefix><number> and waits until each waits for
+// its first message.
+func (r *run) newSessions(ctx context.Context, prefix string) (*conversations, error) {
+	names := make([]string, r.n)
+	objs := make([]*flowv1.Session, r.n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s%05d", prefix, i)
+		objs[i] = r.session(names[i])
+	}
+	rate, err := createSessions(ctx, r.c, 16, objs)
+	if err != nil {
+		return nil, err
+	}
+	logf("created %d sessions %s* at %.0f/s", len(objs), prefix, rate)
+	if err := r.tr.waitFor(prefix, r.n, r.opts.timeout, "sessions waiting for input", waiting); err != nil {
+		return nil, err
+	}
 	return newConversations(r.c, r.tr, names, r.opts.senders, r.opts.timeout), nil
+}
+
+// deleteSessions deletes the named Sessions of the bench namespace.
+func (r *run) deleteSessions(ctx context.Context, names []string) error {
+	return testenv.Parallel(16, len(names), func(i int) error {
+		return client.IgnoreNotFound(r.c.Delete(ctx, r.session(names[i])))
+	})
 }
 
 func (r *run) session(name string) *flowv1.Session {
@@ -406,15 +425,21 @@ func (r *run) closedLoop(ctx context.Context, cv *conversations) error {
 }
 
 // paced searches the highest paced rate whose turn p99 stays under the limit (plus
-// the model's own latency for each model call of a turn).
-func (r *run) paced(ctx context.Context, cv *conversations) error {
-	res := r.res
+// the model's own latency for each model call of a turn). Each probe runs on n new
+// Sessions, as each of the plain pair's paced probes does, so every probe's
+// conversations are as long as the plain pair's (at most the run's turns a Session):
+// on the closed loop's Sessions a search of 100 Sessions grew them to 75 to 89
+// turns, which no plain probe pays for. Each new Session takes its first turn
+// before the probe (its Started Event is written then), since the closed loop's
+// Sessions had taken theirs too.
+func (r *run) paced(ctx context.Context, _ *conversations) error {
+	res, turns := r.res, r.res.TurnsPerSession
 	limit := r.opts.p99 + time.Duration(math.Round(res.ModelCalls))*r.opts.modelLatency
 	res.PacedLimit = ms(limit)
 	// No paced rate the closed loop could not sustain passes: the closed loop keeps
 	// every conversation busy.
 	hi := 1.25 * res.ClosedRate
-	logf("paced: searching (0, %.1f] turns/s for p99 < %s, %d steps of %s probes", hi, limit, r.opts.probes, r.opts.probeDuration)
+	logf("paced: searching (0, %.1f] turns/s for p99 < %s, %d steps of %s probes, each on %d new Sessions", hi, limit, r.opts.probes, r.opts.probeDuration, r.n)
 	settle := func() error {
 		// The Events of the turns before are written by then, and the machine had a
 		// moment.
@@ -426,7 +451,28 @@ func (r *run) paced(ctx context.Context, cv *conversations) error {
 		logf("  settled (quiet after %s more); the manager meanwhile: %s", waited.Round(time.Millisecond), sessionQueue(m0, snapshotMetrics()))
 		return nil
 	}
-	best, all, err := cv.searchPaced(ctx, hi, r.opts.probes, r.opts.probeDuration, limit, settle)
+	probes := 0
+	probe := func(rate float64) (probeResult, error) {
+		probes++
+		cv, err := r.newSessions(ctx, fmt.Sprintf("p%d-", probes))
+		if err != nil {
+			return probeResult{}, err
+		}
+		if _, err := cv.closedLoop(ctx, 1); err != nil {
+			return probeResult{}, fmt.Errorf("first turns before probe %d: %w", probes, err)
+		}
+		if err := settle(); err != nil {
+			return probeResult{}, err
+		}
+		// As many turns as the plain pair's Sessions take, at most.
+		d := min(r.opts.probeDuration, time.Duration(float64(r.n*turns)/rate*float64(time.Second)))
+		pr, err := cv.paced(ctx, rate, d, limit)
+		if err != nil {
+			return pr, err
+		}
+		return pr, r.deleteSessions(ctx, cv.names)
+	}
+	best, all, err := searchRate(ctx, hi, r.opts.probes, settle, probe)
 	if err != nil {
 		return fmt.Errorf("paced: %w", err)
 	}
@@ -513,7 +559,12 @@ func (r *run) heap(ctx context.Context, cv *conversations) error {
 		return err
 	}
 	res.SessionBytes = bytes
-	events, err := settleEvents(ctx, r.c, benchNamespace, r.opts.timeout)
+	if _, err := settleEvents(ctx, r.c, benchNamespace, r.opts.timeout); err != nil {
+		return err
+	}
+	// The Events of the closed loop's Sessions (named after them), not of the paced
+	// probes' or the calibration Session's.
+	events, err := countEvents(ctx, r.c, benchNamespace, "s-")
 	if err != nil {
 		return err
 	}
@@ -694,21 +745,37 @@ func jsonSize(o any) int {
 	return len(raw)
 }
 
+// countEvents counts the Events of namespace whose name starts with prefix: the
+// recorder names an Event after its object.
+func countEvents(ctx context.Context, c client.Client, namespace, prefix string) (int, error) {
+	var list metav1.PartialObjectMetadataList
+	list.SetGroupVersionKind(eventsv1.SchemeGroupVersion.WithKind("EventList"))
+	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range list.Items {
+		if strings.HasPrefix(e.Name, prefix) {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // settleEvents waits until the manager has written the Events it queued (its queue
 // drains after the steps that emitted them, and would count as heap of the Sessions):
 // until the Events of the namespace stop growing for two seconds, at most timeout.
 func settleEvents(ctx context.Context, c client.Client, namespace string, timeout time.Duration) (int, error) {
 	last := -1
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); {
-		var list metav1.PartialObjectMetadataList
-		list.SetGroupVersionKind(eventsv1.SchemeGroupVersion.WithKind("EventList"))
-		if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		n, err := countEvents(ctx, c, namespace, "")
+		if err != nil {
 			return 0, err
 		}
-		if len(list.Items) == last {
+		if n == last {
 			return last, nil
 		}
-		last = len(list.Items)
+		last = n
 		time.Sleep(2 * time.Second)
 	}
 	return last, nil

@@ -180,14 +180,6 @@ func offer(ctx context.Context, rate float64, d time.Duration, n int, limit time
 	return res, nil
 }
 
-// searchPaced finds the highest paced rate of the operator's conversations whose turn
-// p99 stays under limit (searchRate).
-func (cv *conversations) searchPaced(ctx context.Context, hi float64, steps int, d, limit time.Duration, settle func() error) (probeResult, []probeResult, error) {
-	return searchRate(ctx, hi, steps, settle, func(rate float64) (probeResult, error) {
-		return cv.paced(ctx, rate, d, limit)
-	})
-}
-
 // searchRate finds the highest paced rate whose probe passes: a bisection over
 // (0, hi] with steps steps. settle runs before each probe, so a probe does not pay
 // for the one before it. A probe that fails is made once more and fails the step
