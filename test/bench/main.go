@@ -24,16 +24,17 @@
 //     arrives; a turn ends when the manager's informer sees the Session wait for input
 //     with the message processed. Turns/s, and the ratio to (a);
 //  4. (b) paced: turns offered at a fixed rate, open loop, to conversations not waiting
-//     for a reply; the highest rate whose turn p99 stays under -p99 (plus the model's
-//     latency for each model call of a turn) is found by bisection over (0, 1.25x the
-//     closed loop's rate], -probes steps of -probe-duration probes, each after the
-//     Events of the turns before are written and the cluster is quiet, a failed probe
-//     made once more. Each probe logs what its turns waited for in the manager (the
-//     Session workqueue's wait and reconcile time, reconciles by result, client rate
-//     limiting, the API server's PATCH answer times: queue.go). Then the plain pair is
-//     paced the same way, on Sessions of its own, at the operator's best rate and at
-//     the goal's (0.6x the plain pair): whether the latency limit is the operator's
-//     or the machine's;
+//     for a reply, each probe on n new Sessions that took their first turn before it
+//     (at most the run's turns each, as the plain pair's probes); the highest rate
+//     whose turn p99 stays under -p99 (plus the model's latency for each model call of
+//     a turn) is found by bisection over (0, 1.25x the closed loop's rate], -probes
+//     steps of -probe-duration probes, each after the Events of the turns before are
+//     written and the cluster is quiet, a failed probe made once more. Each probe
+//     logs what its turns waited for in the manager (the Session workqueue's wait and
+//     reconcile time, reconciles by result, client rate limiting, the API server's
+//     PATCH answer times: queue.go). Then the plain pair is paced the same way, on
+//     Sessions of its own, at the operator's best rate and at the goal's (0.6x the
+//     plain pair): whether the latency limit is the operator's or the machine's;
 //  5. (c) cluster CPU (kube-apiserver, etcd and this process, from /proc) per turn of
 //     the closed loop against per plain pair;
 //  6. (d) status writes per turn, counted by a watch of the Sessions' metadata (every
