@@ -433,7 +433,7 @@ func (r *run) closedLoop(ctx context.Context, cv *conversations) error {
 // before the probe (its Started Event is written then), since the closed loop's
 // Sessions had taken theirs too.
 func (r *run) paced(ctx context.Context, _ *conversations) error {
-	res, turns := r.res, r.res.TurnsPerSession
+	res := r.res
 	limit := r.opts.p99 + time.Duration(math.Round(res.ModelCalls))*r.opts.modelLatency
 	res.PacedLimit = ms(limit)
 	// No paced rate the closed loop could not sustain passes: the closed loop keeps
@@ -464,9 +464,7 @@ func (r *run) paced(ctx context.Context, _ *conversations) error {
 		if err := settle(); err != nil {
 			return probeResult{}, err
 		}
-		// As many turns as the plain pair's Sessions take, at most.
-		d := min(r.opts.probeDuration, time.Duration(float64(r.n*turns)/rate*float64(time.Second)))
-		pr, err := cv.paced(ctx, rate, d, limit)
+		pr, err := cv.paced(ctx, rate, r.probeLength(r.n, rate), limit)
 		if err != nil {
 			return pr, err
 		}
@@ -482,12 +480,19 @@ func (r *run) paced(ctx context.Context, _ *conversations) error {
 	return nil
 }
 
+// probeLength is how long a paced probe of sessions Sessions offers turns at rate:
+// -probe-duration, or less if that would take more than the run's turns a Session
+// (the plain pair has statuses for no more).
+func (r *run) probeLength(sessions int, rate float64) time.Duration {
+	return min(r.opts.probeDuration, time.Duration(float64(sessions*r.res.TurnsPerSession)/rate*float64(time.Second)))
+}
+
 // plainPaced paces the plain pair, on Sessions of its own, under the same p99 limit:
 // at the operator's best paced rate, then searching its own highest passing rate as
 // the operator's was searched (each probe on new Sessions, so none runs out of
 // turns). It says whether a latency limit is the operator's or the machine's.
 func (r *run) plainPaced(ctx context.Context, _ *conversations) error {
-	res, turns := r.res, r.res.TurnsPerSession
+	res := r.res
 	limit := time.Duration(res.PacedLimit * float64(time.Millisecond))
 	sessions := min(r.n, r.opts.plainSessions)
 	probes := 0
@@ -497,10 +502,8 @@ func (r *run) plainPaced(ctx context.Context, _ *conversations) error {
 		if err != nil {
 			return probeResult{}, fmt.Errorf("paced plain pair: %w", err)
 		}
-		// As many turns as the Sessions have statuses for, at most.
-		d := min(r.opts.probeDuration, time.Duration(float64(len(plain.objs)*turns)/rate*float64(time.Second)))
 		quiet(10 * time.Second)
-		pr, err := plain.paced(ctx, rate, d, limit)
+		pr, err := plain.paced(ctx, rate, r.probeLength(len(plain.objs), rate), limit)
 		if err != nil {
 			return pr, fmt.Errorf("paced plain pair: %w", err)
 		}
