@@ -603,7 +603,7 @@ type SessionStatus struct {
 	// Journal keeps every agent answer the Session's steps were given, oldest
 	// first, up to limits.maxJournal entries, so a Session can be recorded and
 	// replayed exactly. The engine never reads it. It is stored in
-	// journalEntries, one JSON string an answer (journal.go).
+	// journalEntries, one JSON string an answer (stored.go).
 	Journal []EffectRecord `json:"-"`
 	// journal keeps every agent answer the Session's steps were given, oldest
 	// first, up to limits.maxJournal entries, so a Session can be recorded and
@@ -615,7 +615,7 @@ type SessionStatus struct {
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=500
-	JournalEntries []EncodedEffect `json:"journal,omitempty"`
+	JournalEntries []EncodedEntry `json:"journal,omitempty"`
 	// journalDropped counts the oldest journal entries dropped past
 	// limits.maxJournal.
 	// +optional
@@ -637,12 +637,22 @@ type SessionStatus struct {
 	// +optional
 	// +listType=atomic
 	ContextHistory []ContextVersion `json:"contextHistory,omitempty"`
-	// history keeps the last limits.maxHistory transitions; with an audit
-	// sink, the manager's audit trail keeps every one (docs/security.md).
+	// History keeps the last limits.maxHistory transitions, oldest first; with an
+	// audit sink, the manager's audit trail keeps every one (docs/security.md). It is
+	// stored in historyEntries, one JSON string a transition (stored.go).
+	History []HistoryEntry `json:"-"`
+	// history keeps the last limits.maxHistory transitions, oldest first;
+	// with an audit sink, the manager's audit trail keeps every one
+	// (docs/security.md). Each entry is one transition: a HistoryEntry
+	// (time, step, from, to, action, source, transition, confidence,
+	// iteration, messageID, reason, intervention, by, pathwayStack) encoded
+	// as a JSON object in a string, so that the API server stores and checks
+	// a transition as one value, not as a dozen (docs/PERFORMANCE.md).
+	// kubectl journey history shows the transitions decoded.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=500
-	History []HistoryEntry `json:"history,omitempty"`
+	HistoryEntries []EncodedEntry `json:"history,omitempty"`
 	// transcript is the conversation so far, oldest first: each turn's user
 	// message with the reply that answered it. Pathway agents see it as
 	// alternating user and assistant messages. It is bounded by

@@ -1925,7 +1925,7 @@ func (in *SessionStatus) DeepCopyInto(out *SessionStatus) {
 	}
 	if in.JournalEntries != nil {
 		in, out := &in.JournalEntries, &out.JournalEntries
-		*out = make([]EncodedEffect, len(*in))
+		*out = make([]EncodedEntry, len(*in))
 		copy(*out, *in)
 	}
 	if in.LastTurn != nil {
@@ -1951,6 +1951,11 @@ func (in *SessionStatus) DeepCopyInto(out *SessionStatus) {
 		for i := range *in {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
+	}
+	if in.HistoryEntries != nil {
+		in, out := &in.HistoryEntries, &out.HistoryEntries
+		*out = make([]EncodedEntry, len(*in))
+		copy(*out, *in)
 	}
 	if in.Transcript != nil {
 		in, out := &in.Transcript, &out.Transcript

@@ -21,9 +21,9 @@ func StoredBytes(v any) int {
 }
 
 // trimHistory keeps the newest entries of history within count entries and
-// flowv1.MaxHistoryBytes; the newest one is always kept.
+// flowv1.MaxHistoryBytes, as stored; the newest one is always kept.
 func trimHistory(history []flowv1.HistoryEntry, count int) []flowv1.HistoryEntry {
-	return keepNewest(history, count, flowv1.MaxHistoryBytes, true)
+	return keepNewestSized(history, count, flowv1.MaxHistoryBytes, true, flowv1.HistoryEntryBytes)
 }
 
 // trimInterventions keeps the newest records of status.interventions within

@@ -55,6 +55,7 @@ func statusEqual(a, b *flowv1.SessionStatus) bool {
 				x.Iteration == y.Iteration && x.MessageID == y.MessageID && x.Reason == y.Reason &&
 				x.Intervention == y.Intervention && x.By == y.By && slices.Equal(x.PathwayStack, y.PathwayStack)
 		}) &&
+		slices.Equal(a.HistoryEntries, b.HistoryEntries) && // the stored form: empty in Go
 		slices.EqualFunc(a.Transcript, b.Transcript, exchangeEqual) &&
 		a.TranscriptDropped == b.TranscriptDropped &&
 		a.Usage == b.Usage &&

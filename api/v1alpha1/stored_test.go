@@ -5,8 +5,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -56,6 +58,57 @@ func TestJournalIsStoredOneStringAnAnswer(t *testing.T) {
 	// An empty journal is left out.
 	if raw, _ := json.Marshal(SessionStatus{Step: 1}); strings.Contains(string(raw), "journal") {
 		t.Errorf("empty journal stored: %s", raw)
+	}
+}
+
+func TestHistoryIsStoredOneStringATransition(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC).Local())
+	st := SessionStatus{Step: 7, History: []HistoryEntry{
+		{Time: at, Step: 3, From: "intake", To: "triage", Action: ActionAdvance, Source: SourceAgent,
+			Transition: "onSuccess", Confidence: "0.9", Iteration: 1, MessageID: "m-1", Reason: `said "book it"`},
+		{Time: at, Step: 6, From: "triage", To: "intake", Action: ActionJumpBack, Source: SourceHuman,
+			Intervention: InterventionGoto, By: "alice", PathwayStack: []string{"intake"}},
+	}}
+	raw, err := json.Marshal(&st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored struct {
+		History []string `json:"history"`
+		Step    int64    `json:"step"`
+	}
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		t.Fatalf("the history is not stored as strings: %v\n%s", err, raw)
+	}
+	if len(stored.History) != 2 || stored.Step != 7 || !strings.Contains(stored.History[0], `"reason":"said \"book it\""`) {
+		t.Fatalf("stored %s", raw)
+	}
+	if n := HistoryEntryBytes(&st.History[1]); n != len(mustJSON(t, stored.History[1]))+1 {
+		t.Errorf("HistoryEntryBytes %d, stored %d and a separator", n, len(mustJSON(t, stored.History[1])))
+	}
+	var back SessionStatus
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, st) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", back, st)
+	}
+	// A history stored as objects, by an operator that did not encode transitions
+	// yet, still reads.
+	var old SessionStatus
+	if err := json.Unmarshal([]byte(`{"step":3,"history":[{"step":2,"from":"a","to":"b","action":"Advance","source":"Rule"}]}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if len(old.History) != 1 || old.History[0].To != "b" || old.History[0].Step != 2 || old.HistoryEntries != nil {
+		t.Errorf("old form: %+v", old)
+	}
+	// A stored entry that is not a transition is an error that names it.
+	if err := json.Unmarshal([]byte(`{"history":["{\"step\":\"x\"}"]}`), &old); err == nil || !strings.Contains(err.Error(), "status.history[0]") {
+		t.Errorf("a bad entry: %v, want an error naming status.history[0]", err)
+	}
+	// An empty history is left out.
+	if raw, _ := json.Marshal(SessionStatus{Step: 1}); strings.Contains(string(raw), "history") {
+		t.Errorf("empty history stored: %s", raw)
 	}
 }
 

@@ -17,14 +17,14 @@ import (
 	"github.com/journeyops/journey-operator/internal/testenv"
 )
 
-// An operator before status.journal was stored one string an answer stored each
-// answer as a JSON object. Upgrading the CRD must not lose those answers: the API
-// server prunes what a schema does not describe when it reads an object, so the
-// answers' schema keeps what it holds, and the Session decodes both forms. The test
-// stores an answer as an object under a schema that takes objects, puts back the
-// CRD of config/crd/bases, and reads the answer whole. It runs on a control plane of
-// its own, since it changes the Session CRD.
-func TestJournalOfObjectsSurvivesTheCRDUpgrade(t *testing.T) {
+// An operator before status.journal and status.history were stored one string an
+// entry stored each answer and each transition as a JSON object. Upgrading the CRD
+// must not lose them: the API server prunes what a schema does not describe when it
+// reads an object, so the entries' schema keeps what it holds, and the Session
+// decodes both forms. The test stores an answer and a transition as objects under a
+// schema that takes objects, puts back the CRD of config/crd/bases, and reads both
+// whole. It runs on a control plane of its own, since it changes the Session CRD.
+func TestEntriesStoredAsObjectsSurviveTheCRDUpgrade(t *testing.T) {
 	env := testenv.New(t)
 	scheme := testenv.NewScheme()
 	if err := apiextv1.AddToScheme(scheme); err != nil {
@@ -42,8 +42,8 @@ func TestJournalOfObjectsSurvivesTheCRDUpgrade(t *testing.T) {
 	}
 	current := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.DeepCopy()
 
-	// The earlier schema: answers are objects.
-	setJournalItems(t, c, func(items *apiextv1.JSONSchemaProps) {
+	// The earlier schema: answers and transitions are objects.
+	setItems(t, c, func(list string, items *apiextv1.JSONSchemaProps) {
 		*items = apiextv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}
 	})
 	if err := env.CreateNamespace("upgrade"); err != nil {
@@ -56,21 +56,23 @@ func TestJournalOfObjectsSurvivesTheCRDUpgrade(t *testing.T) {
 	}
 	answer := map[string]any{"id": "e-1", "kind": "RunPathway", "step": int64(3), "inputHash": "h1",
 		"result": map[string]any{"reply": "hello"}}
+	transition := map[string]any{"step": int64(4), "from": "intake", "to": "triage", "action": "Advance",
+		"source": "Agent", "confidence": "0.9", "reason": "booked"}
 	// Until the API server serves the earlier schema, a schema that takes no objects
-	// refuses the answer.
-	writeJournal(t, c, s, answer)
+	// refuses them.
+	writeEntries(t, c, s, answer, transition)
 
 	// The upgrade: the CRD as this version installs it. It is served once a Session's
-	// journal takes an answer as a string, which the earlier schema refuses.
-	setJournalItems(t, c, func(items *apiextv1.JSONSchemaProps) {
-		*items = *current.Properties["status"].Properties["journal"].Items.Schema
+	// journal and history take entries as strings, which the earlier schema refuses.
+	setItems(t, c, func(list string, items *apiextv1.JSONSchemaProps) {
+		*items = *current.Properties["status"].Properties[list].Items.Schema
 	})
 	probe := &flowv1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: "upgrade", Name: "probe"},
 		Spec: flowv1.SessionSpec{JourneyRef: s.Spec.JourneyRef}}
 	if err := c.Create(ctx, probe); err != nil {
 		t.Fatal(err)
 	}
-	writeJournal(t, c, probe, `{"id":"e-1","kind":"RunPathway","step":1,"inputHash":"h"}`)
+	writeEntries(t, c, probe, `{"id":"e-1","kind":"RunPathway","step":1,"inputHash":"h"}`, `{"step":1,"to":"intake"}`)
 
 	got := &flowv1.Session{}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(s), got); err != nil {
@@ -83,10 +85,21 @@ func TestJournalOfObjectsSurvivesTheCRDUpgrade(t *testing.T) {
 	if a.ID != "e-1" || a.Kind != "RunPathway" || a.Step != 3 || a.InputHash != "h1" || a.Result.Reply != "hello" {
 		t.Errorf("answer after the upgrade: %+v, want the one stored (e-1, RunPathway, step 3, h1, reply hello)", a)
 	}
+	if len(got.Status.History) != 1 {
+		t.Fatalf("history after the upgrade: %d transitions, want 1", len(got.Status.History))
+	}
+	h := got.Status.History[0]
+	if h.Step != 4 || h.From != "intake" || h.To != "triage" || h.Action != flowv1.ActionAdvance || h.Source != flowv1.SourceAgent ||
+		h.Confidence != "0.9" || h.Reason != "booked" {
+		t.Errorf("transition after the upgrade: %+v, want the one stored (step 4, intake to triage, Advance, Agent, 0.9, booked)", h)
+	}
 }
 
-// setJournalItems changes the schema of status.journal's items in the Session CRD.
-func setJournalItems(t *testing.T, c client.Client, set func(*apiextv1.JSONSchemaProps)) {
+// storedLists are the status lists stored one string an entry.
+var storedLists = []string{"journal", "history"}
+
+// setItems changes the schema of the items of each of storedLists in the Session CRD.
+func setItems(t *testing.T, c client.Client, set func(list string, items *apiextv1.JSONSchemaProps)) {
 	t.Helper()
 	ctx := context.Background()
 	var crd apiextv1.CustomResourceDefinition
@@ -94,18 +107,21 @@ func setJournalItems(t *testing.T, c client.Client, set func(*apiextv1.JSONSchem
 		t.Fatal(err)
 	}
 	status := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"]
-	journal := status.Properties["journal"]
-	set(journal.Items.Schema)
-	status.Properties["journal"] = journal
+	for _, list := range storedLists {
+		l := status.Properties[list]
+		set(list, l.Items.Schema)
+		status.Properties[list] = l
+	}
 	crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"] = status
 	if err := c.Update(ctx, &crd); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// writeJournal writes status.journal of s as one answer, stored as given, until the
-// API server takes it (it refuses it while it serves a schema that does not).
-func writeJournal(t *testing.T, c client.Client, s *flowv1.Session, answer any) {
+// writeEntries writes status.journal of s as one answer and status.history as one
+// transition, stored as given, until the API server takes them (it refuses them
+// while it serves a schema that does not).
+func writeEntries(t *testing.T, c client.Client, s *flowv1.Session, answer, transition any) {
 	t.Helper()
 	var last error
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true,
@@ -118,10 +134,13 @@ func writeJournal(t *testing.T, c client.Client, s *flowv1.Session, answer any) 
 			if err := unstructured.SetNestedSlice(u.Object, []any{answer}, "status", "journal"); err != nil {
 				return false, err
 			}
+			if err := unstructured.SetNestedSlice(u.Object, []any{transition}, "status", "history"); err != nil {
+				return false, err
+			}
 			last = c.Status().Update(ctx, u)
 			return last == nil, nil
 		})
 	if err != nil {
-		t.Fatalf("writing the journal of %s: %v (last: %v)", s.Name, err, last)
+		t.Fatalf("writing the journal and history of %s: %v (last: %v)", s.Name, err, last)
 	}
 }
