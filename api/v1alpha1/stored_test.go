@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,33 +19,12 @@ func TestJournalIsStoredOneStringAnAnswer(t *testing.T) {
 			Reply: `Say "hi"`, Complete: ptr.To(true), Outputs: &apiextensionsv1.JSON{Raw: []byte(`{"topic":"x"}`)}, Usage: Usage{PromptTokens: 5}}},
 		{ID: "u/2/cd", Kind: EffectDecide, Step: 2, InputHash: "cd", Result: AgentResult{Destination: "b", Confidence: "0.9"}},
 	}}
-	raw, err := json.Marshal(&st)
-	if err != nil {
-		t.Fatal(err)
+	stored := storedAsStrings(t, &st, "journal")
+	if len(stored) != 2 || !strings.Contains(stored[0], `"reply":"Say \"hi\""`) {
+		t.Fatalf("stored %q", stored)
 	}
-	var stored struct {
-		Journal []string `json:"journal"`
-		Step    int64    `json:"step"`
-	}
-	if err := json.Unmarshal(raw, &stored); err != nil {
-		t.Fatalf("the journal is not stored as strings: %v\n%s", err, raw)
-	}
-	if len(stored.Journal) != 2 || stored.Step != 3 || !strings.Contains(stored.Journal[0], `"reply":"Say \"hi\""`) {
-		t.Fatalf("stored %s", raw)
-	}
-	if n := JournalEntryBytes(&st.Journal[0]); n != len(mustJSON(t, stored.Journal[0]))+1 {
-		t.Errorf("JournalEntryBytes %d, stored %d and a separator", n, len(mustJSON(t, stored.Journal[0])))
-	}
-	var back SessionStatus
-	if err := json.Unmarshal(raw, &back); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(back, st) {
-		t.Errorf("round trip:\n got %+v\nwant %+v", back, st)
-	}
-	// A value (not a pointer) encodes the same, as a Session's status field does.
-	if byValue, _ := json.Marshal(st); string(byValue) != string(raw) {
-		t.Errorf("by value %s, by pointer %s", byValue, raw)
+	if n := JournalEntryBytes(&st.Journal[0]); n != len(mustJSON(t, stored[0]))+1 {
+		t.Errorf("JournalEntryBytes %d, stored %d and a separator", n, len(mustJSON(t, stored[0])))
 	}
 	// A journal stored as objects, by an operator that did not encode answers yet,
 	// still reads.
@@ -69,29 +49,12 @@ func TestHistoryIsStoredOneStringATransition(t *testing.T) {
 		{Time: at, Step: 6, From: "triage", To: "intake", Action: ActionJumpBack, Source: SourceHuman,
 			Intervention: InterventionGoto, By: "alice", PathwayStack: []string{"intake"}},
 	}}
-	raw, err := json.Marshal(&st)
-	if err != nil {
-		t.Fatal(err)
+	stored := storedAsStrings(t, &st, "history")
+	if len(stored) != 2 || !strings.Contains(stored[0], `"reason":"said \"book it\""`) {
+		t.Fatalf("stored %q", stored)
 	}
-	var stored struct {
-		History []string `json:"history"`
-		Step    int64    `json:"step"`
-	}
-	if err := json.Unmarshal(raw, &stored); err != nil {
-		t.Fatalf("the history is not stored as strings: %v\n%s", err, raw)
-	}
-	if len(stored.History) != 2 || stored.Step != 7 || !strings.Contains(stored.History[0], `"reason":"said \"book it\""`) {
-		t.Fatalf("stored %s", raw)
-	}
-	if n := HistoryEntryBytes(&st.History[1]); n != len(mustJSON(t, stored.History[1]))+1 {
-		t.Errorf("HistoryEntryBytes %d, stored %d and a separator", n, len(mustJSON(t, stored.History[1])))
-	}
-	var back SessionStatus
-	if err := json.Unmarshal(raw, &back); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(back, st) {
-		t.Errorf("round trip:\n got %+v\nwant %+v", back, st)
+	if n := HistoryEntryBytes(&st.History[1]); n != len(mustJSON(t, stored[1]))+1 {
+		t.Errorf("HistoryEntryBytes %d, stored %d and a separator", n, len(mustJSON(t, stored[1])))
 	}
 	// A history stored as objects, by an operator that did not encode transitions
 	// yet, still reads.
@@ -110,6 +73,40 @@ func TestHistoryIsStoredOneStringATransition(t *testing.T) {
 	if raw, _ := json.Marshal(SessionStatus{Step: 1}); strings.Contains(string(raw), "history") {
 		t.Errorf("empty history stored: %s", raw)
 	}
+}
+
+// storedAsStrings is status.<list> of st as stored: it fails unless the list is
+// stored as strings, the rest of the status (its step) as is, the status decodes
+// back to st, and st encodes the same by value as by pointer (as a Session's status
+// field does).
+func storedAsStrings(t *testing.T, st *SessionStatus, list string) []string {
+	t.Helper()
+	raw, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		t.Fatal(err)
+	}
+	var entries []string
+	if err := json.Unmarshal(stored[list], &entries); err != nil {
+		t.Fatalf("status.%s is not stored as strings: %v\n%s", list, err, raw)
+	}
+	if step := string(stored["step"]); step != strconv.FormatInt(st.Step, 10) {
+		t.Errorf("step stored as %s, want %d", step, st.Step)
+	}
+	var back SessionStatus
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, *st) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", back, *st)
+	}
+	if byValue, _ := json.Marshal(*st); string(byValue) != string(raw) {
+		t.Errorf("by value %s, by pointer %s", byValue, raw)
+	}
+	return entries
 }
 
 func mustJSON(t *testing.T, v any) []byte {

@@ -173,10 +173,25 @@ func TestLongConversationStaysBounded(t *testing.T) {
 			t.Errorf("context at version %d has %d notes", v.Version-1, len(notes))
 		}
 	}
-	b, _ := json.Marshal(s.st.History)
-	if len(b) > flowv1.MaxHistoryBytes {
-		t.Errorf("history takes %d bytes", len(b))
+	if n := storedHistoryBytes(t, s.st.History); n > flowv1.MaxHistoryBytes {
+		t.Errorf("history takes %d bytes as stored", n)
 	}
+}
+
+// storedHistoryBytes is what h takes in a Session's status as stored: its JSON there.
+func storedHistoryBytes(t *testing.T, h []flowv1.HistoryEntry) int {
+	t.Helper()
+	raw, err := json.Marshal(flowv1.SessionStatus{History: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored struct {
+		History json.RawMessage `json:"history"`
+	}
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		t.Fatal(err)
+	}
+	return len(stored.History)
 }
 
 func TestDetourWithoutPreservingContext(t *testing.T) {
@@ -206,14 +221,15 @@ func TestDetourWithoutPreservingContext(t *testing.T) {
 	}
 }
 
+// The bound counts the history as stored: one JSON string a transition, so a reason's
+// quotes take four bytes each, not two.
 func TestHistoryIsBoundedByBytes(t *testing.T) {
 	var h []flowv1.HistoryEntry
 	for i := range 200 {
-		h = trimHistory(append(h, flowv1.HistoryEntry{Step: int64(i), Reason: strings.Repeat("r", 1000)}), 500)
+		h = trimHistory(append(h, flowv1.HistoryEntry{Step: int64(i), Reason: strings.Repeat(`"r`, 200)}), 500)
 	}
-	b, _ := json.Marshal(h)
-	if len(b) > flowv1.MaxHistoryBytes || len(h) < 10 || h[len(h)-1].Step != 199 {
-		t.Errorf("%d entries, %d bytes, newest step %d", len(h), len(b), h[len(h)-1].Step)
+	if n := storedHistoryBytes(t, h); n > flowv1.MaxHistoryBytes || len(h) < 8 || h[len(h)-1].Step != 199 {
+		t.Errorf("%d entries, %d bytes as stored, newest step %d", len(h), n, h[len(h)-1].Step)
 	}
 	if h = trimHistory([]flowv1.HistoryEntry{{Reason: strings.Repeat("r", 20000)}}, 5); len(h) != 1 {
 		t.Errorf("the newest entry was dropped: %d entries", len(h))
